@@ -1,0 +1,81 @@
+# libaccelerator.so and friends. README.md lists the targets; the two that
+# matter on a fresh machine are `make run` and `make test`.
+
+CARGO    ?= cargo
+CC       ?= cc
+BUILD    := build
+CFLAGS   := -std=c11 -Wall -Wextra -Werror -O2 -g -D_GNU_SOURCE -Iinclude
+VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+            --show-leak-kinds=definite --track-fds=no --quiet
+# Every test run gets a private state directory.
+TEST_STATE = $(shell mktemp -d /tmp/accelerator-test.XXXXXX)
+
+VENDORS  := stub ascend nvidia
+.PHONY: all $(VENDORS) run test test-run test-valgrind check-headers headers lint cargo-test \
+        install clean FORCE
+
+all: $(BUILD)/libaccelerator.so
+
+# One target directory per vendor: switching features never rebuilds the others.
+$(BUILD)/libaccelerator_%.so: FORCE
+	$(CARGO) build --release --no-default-features --features $* --target-dir target/$*
+	@mkdir -p $(BUILD)
+	cp target/$*/release/libaccelerator.so $@
+
+$(BUILD)/libaccelerator.so: $(BUILD)/libaccelerator_stub.so
+	cp $< $@
+
+$(VENDORS): %: $(BUILD)/libaccelerator_%.so
+
+$(BUILD)/probe: probe/probe.c include/accelerator.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $< -ldl
+
+run: $(BUILD)/libaccelerator.so $(BUILD)/probe
+	$(BUILD)/probe $(BUILD)/libaccelerator.so
+
+headers: $(BUILD)/libaccelerator.so
+
+# The headers build.rs regenerated must be the ones committed.
+check-headers: headers
+	@git diff --exit-code --stat -- include/ || \
+	  { echo "include/ is stale: commit the regenerated headers"; exit 1; }
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --target-dir target/stub -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --no-default-features --features nvidia,ascend \
+	  --target-dir target/all -- -D warnings
+
+cargo-test:
+	$(CARGO) test --workspace --target-dir target/stub
+
+# C programs built against the header, linked at run time through dlopen
+# or directly (-L build) as each test needs.
+C_TESTS := test_accelerator layout
+$(BUILD)/c-tests/%: c-tests/%.c c-tests/*.h include/accelerator.h
+	@mkdir -p $(BUILD)/c-tests
+	$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -ldl -lpthread
+
+# Extra test steps added by component fragments (vendors, limiter, go).
+TEST_RUN_EXTRA :=
+VALGRIND_EXTRA :=
+-include vendors/*/vendor.mk limiter/limiter.mk go/go.mk
+
+test-run: $(BUILD)/libaccelerator.so $(addprefix $(BUILD)/c-tests/,$(C_TESTS)) $(TEST_RUN_EXTRA)
+	$(CARGO) run -q --target-dir target/stub --example layout > $(BUILD)/layout.rust.txt
+	$(BUILD)/c-tests/layout > $(BUILD)/layout.c.txt
+	diff -u $(BUILD)/layout.rust.txt $(BUILD)/layout.c.txt
+	c-tests/check_exports.sh $(BUILD)/libaccelerator.so c-tests/accelerator.exports
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(BUILD)/c-tests/test_accelerator $(BUILD)/libaccelerator.so
+
+test-valgrind: $(BUILD)/libaccelerator.so $(BUILD)/c-tests/test_accelerator $(VALGRIND_EXTRA)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 \
+	  $(VALGRIND) $(BUILD)/c-tests/test_accelerator $(BUILD)/libaccelerator.so
+
+test: lint cargo-test check-headers test-run test-valgrind
+
+clean:
+	rm -rf $(BUILD) target
+
+FORCE:

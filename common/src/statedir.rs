@@ -1,0 +1,176 @@
+//! The node-wide state directory and the secure opening of files in it.
+//!
+//! State that must outlive a process (partitions, hard limits, the limiter's
+//! shared mapping) lives under `ACCELERATOR_STATE_DIR`. Defaults:
+//! root → `/run/accelerator` (node-lifetime tmpfs: MIG and vNPU instances do
+//! not survive a reboot either); others → `$XDG_RUNTIME_DIR/accelerator`, or
+//! `/tmp/accelerator-<uid>` when that is unset.
+//!
+//! Every file is opened with `O_NOFOLLOW`, must be a regular file owned by
+//! the effective user, and is created 0600 (plus group bits when
+//! `ACCELERATOR_STATE_GROUP_ACCESS=1`, for hypervisors that share the node
+//! state with a group of worker users). A directory we create is 0700/0770.
+
+use crate::{Error, Res};
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+pub const ENV_STATE_DIR: &str = "ACCELERATOR_STATE_DIR";
+pub const ENV_GROUP_ACCESS: &str = "ACCELERATOR_STATE_GROUP_ACCESS";
+
+/// The state directory from the environment or the documented default.
+pub fn path() -> PathBuf {
+    if let Some(dir) = std::env::var_os(ENV_STATE_DIR).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let uid = euid();
+    if uid == 0 {
+        return PathBuf::from("/run/accelerator");
+    }
+    if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Path::new(&run).join("accelerator");
+    }
+    PathBuf::from(format!("/tmp/accelerator-{uid}"))
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn group_access() -> bool {
+    std::env::var(ENV_GROUP_ACCESS).is_ok_and(|v| v == "1")
+}
+
+/// Mode bits for files we create.
+pub fn file_mode() -> u32 {
+    if group_access() {
+        0o660
+    } else {
+        0o600
+    }
+}
+
+/// Ensure the state directory exists, is a real directory (not a symlink)
+/// and belongs to us; returns its path.
+pub fn ensure() -> Res<PathBuf> {
+    let dir = path();
+    let mode = if group_access() { 0o770 } else { 0o700 };
+    match std::fs::DirBuilder::new().recursive(true).mode(mode).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::io("cannot create state directory", &dir, e)),
+    }
+    let meta = std::fs::symlink_metadata(&dir)
+        .map_err(|e| Error::io("cannot stat state directory", &dir, e))?;
+    if meta.file_type().is_symlink() {
+        return Err(Error::OperationFailed(format!(
+            "state directory {} is a symlink; refusing to use it",
+            dir.display()
+        )));
+    }
+    if !meta.is_dir() {
+        return Err(Error::OperationFailed(format!(
+            "state directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    check_owner(&dir, meta.uid())?;
+    Ok(dir)
+}
+
+fn check_owner(path: &Path, uid: u32) -> Res<()> {
+    let me = euid();
+    if uid != me {
+        return Err(Error::OperationFailed(format!(
+            "{} is owned by uid {uid}, not by this process (uid {me}); refusing to use it",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// How `open` treats a missing file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Create {
+    Never,
+    IfMissing,
+}
+
+/// Open a state file for reading and writing, refusing symlinks, non-regular
+/// files and files of other users. `Ok(None)` when missing and `Create::Never`.
+pub fn open(path: &Path, create: Create) -> Res<Option<File>> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(file_mode());
+    if create == Create::IfMissing {
+        opts.create(true);
+    }
+    let file = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create == Create::Never => {
+            return Ok(None)
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Error::OperationFailed(format!(
+                "state file {} is a symlink; refusing to use it",
+                path.display()
+            )))
+        }
+        Err(e) => return Err(Error::io("cannot open state file", path, e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("cannot stat state file", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::OperationFailed(format!(
+            "state file {} is not a regular file",
+            path.display()
+        )));
+    }
+    check_owner(path, meta.uid())?;
+    Ok(Some(file))
+}
+
+/// Take an exclusive `flock` on an open file; released when the file is
+/// closed, including when the process dies, so no dead process can hold it.
+pub fn lock_exclusive(file: &File, path: &Path) -> Res<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: the fd is valid for the lifetime of `file`.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(Error::io("cannot lock", path, err));
+        }
+    }
+}
+
+/// Whether a process with this pid exists (signal 0 probe; EPERM means it
+/// exists but belongs to someone else).
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 performs only the existence/permission check.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The start time of a process in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), which together with the pid identifies a process
+/// uniquely: a recycled pid has a later start time.
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses: parse
+    // after the last ')'.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}

@@ -1,0 +1,271 @@
+//! The C boundary: the only module that touches raw pointers.
+//!
+//! - `call`/`call_bool`: the one panic-catching wrapper every export runs in.
+//!   A panic becomes RESULT_ERROR_INTERNAL (false); every failure leaves its
+//!   message for `acceleratorGetLastError` on this thread and is logged at
+//!   debug level.
+//! - `cstr`, `fixed`: the one bounded, UTF-8-checked way to read strings.
+//! - `write_fixed`: the one way to write a `char[N]`, always NUL-terminated.
+//! - pointer and array checks (NULL, zero and huge counts) in one place.
+//! - `alloc_array`/`free_array`: the allocator of the library-allocated style.
+
+use crate::log::log_at;
+use accel_common::{Error, Res, ResultCode};
+use libc::c_char;
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Longest `const char*` we read; anything longer is INVALID_PARAM.
+pub(crate) const MAX_CSTR: usize = 4096;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    let text = CString::new(message.replace('\0', "\u{FFFD}")).unwrap_or_default();
+    // try_with: during thread teardown the slot may be gone; losing the
+    // message then is better than aborting.
+    let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = text);
+}
+
+/// Pointer to this thread's last error message, valid until the next call
+/// into the library on this thread.
+pub fn last_error_ptr() -> *const c_char {
+    LAST_ERROR
+        .try_with(|slot| slot.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
+}
+
+fn catch(name: &str, f: impl FnOnce() -> Res<()>) -> Res<()> {
+    let outcome = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::Internal(format!("panic caught at the ABI boundary: {what}")))
+        }
+    };
+    match &outcome {
+        Ok(()) => set_last_error(""),
+        Err(e) => {
+            let message = format!("{name}: {e}");
+            log_at!(Debug, "{message}");
+            set_last_error(&message);
+        }
+    }
+    outcome
+}
+
+/// Run an export that returns `Result`.
+pub fn call(name: &str, f: impl FnOnce() -> Res<()>) -> ResultCode {
+    match catch(name, f) {
+        Ok(()) => ResultCode::Success,
+        Err(e) => e.code(),
+    }
+}
+
+/// Run an export that returns `bool` (true on success).
+pub fn call_bool(name: &str, f: impl FnOnce() -> Res<()>) -> bool {
+    catch(name, f).is_ok()
+}
+
+/// Run an export that returns nothing (the free functions).
+pub fn call_void(name: &str, f: impl FnOnce()) {
+    let _ = catch(name, || {
+        f();
+        Ok(())
+    });
+}
+
+fn checked_str<'a>(bytes: &'a [u8], max: usize, what: &str) -> Res<&'a str> {
+    if bytes.is_empty() {
+        return Err(Error::InvalidParam(format!("{what} is empty")));
+    }
+    if bytes.len() > max {
+        return Err(Error::InvalidParam(format!(
+            "{what} is {} bytes long (at most {max})",
+            bytes.len()
+        )));
+    }
+    std::str::from_utf8(bytes).map_err(|_| Error::InvalidParam(format!("{what} is not valid UTF-8")))
+}
+
+/// Read a caller's `const char*`: non-NULL, NUL-terminated within
+/// `MAX_CSTR` bytes, non-empty, at most `max` bytes, UTF-8.
+///
+/// # Safety
+/// `p` is NULL or points to readable memory up to its NUL or `MAX_CSTR` bytes.
+pub unsafe fn cstr<'a>(p: *const c_char, max: usize, what: &str) -> Res<&'a str> {
+    if p.is_null() {
+        return Err(Error::InvalidParam(format!("{what} is NULL")));
+    }
+    let len = libc::strnlen(p, MAX_CSTR + 1);
+    if len > MAX_CSTR {
+        return Err(Error::InvalidParam(format!("{what} is longer than {MAX_CSTR} bytes")));
+    }
+    checked_str(std::slice::from_raw_parts(p.cast::<u8>(), len), max, what)
+}
+
+/// Read a fixed `char[N]` field: it must hold a NUL within its N bytes.
+pub fn fixed<'a, const N: usize>(field: &'a [c_char; N], what: &str) -> Res<&'a str> {
+    // SAFETY: c_char and u8 have the same size and alignment.
+    let bytes: &[u8; N] = unsafe { &*(field as *const [c_char; N]).cast::<[u8; N]>() };
+    let len = bytes
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or_else(|| Error::InvalidParam(format!("{what} is not NUL-terminated within {N} bytes")))?;
+    checked_str(&bytes[..len], N - 1, what)
+}
+
+/// Like `fixed`, but an empty field is allowed (an optional filter).
+pub fn fixed_opt<'a, const N: usize>(field: &'a [c_char; N], what: &str) -> Res<&'a str> {
+    if field[0] == 0 {
+        return Ok("");
+    }
+    fixed(field, what)
+}
+
+/// Write `s` into a `char[N]`, truncated on a UTF-8 character boundary to
+/// N-1 bytes, NUL-terminated and zero-padded.
+pub fn write_fixed<const N: usize>(field: &mut [c_char; N], s: &str) {
+    let mut end = s.len().min(N - 1);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    for (dst, &b) in field.iter_mut().zip(&s.as_bytes()[..end]) {
+        *dst = b as c_char;
+    }
+    field[end..].fill(0);
+}
+
+/// A `char[N]` holding `s` (see `write_fixed`).
+pub fn fixed_from<const N: usize>(s: &str) -> [c_char; N] {
+    let mut field = [0; N];
+    write_fixed(&mut field, s);
+    field
+}
+
+/// A required pointer to one value the caller owns.
+///
+/// # Safety
+/// `p` is NULL or valid for reads and writes of a `T`.
+pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| Error::InvalidParam(format!("{what} is NULL")))
+}
+
+/// A caller's input array of `n` elements: non-NULL, 1 ≤ n ≤ max.
+///
+/// # Safety
+/// `p` is NULL or valid for reads of `n` elements.
+pub unsafe fn input<'a, T>(p: *const T, n: usize, max: usize, what: &str) -> Res<&'a [T]> {
+    if p.is_null() {
+        return Err(Error::InvalidParam(format!("{what} is NULL")));
+    }
+    check_count(n, max, what)?;
+    Ok(std::slice::from_raw_parts(p, n))
+}
+
+/// The count of an input array: 1 ≤ n ≤ max.
+pub fn check_count(n: usize, max: usize, what: &str) -> Res<()> {
+    if n == 0 {
+        return Err(Error::InvalidParam(format!("{what}: count is 0")));
+    }
+    if n > max {
+        return Err(Error::InvalidParam(format!("{what}: count {n} exceeds the limit of {max}")));
+    }
+    Ok(())
+}
+
+/// A caller's output buffer of `capacity` elements, of which the first
+/// `min(capacity, needed)` are returned for writing. A capacity of 0 is
+/// INVALID_PARAM unless `optional`, in which case `p` may also be NULL.
+///
+/// # Safety
+/// `p` is NULL or valid for writes of `capacity` elements.
+pub unsafe fn out_slice<'a, T>(
+    p: *mut T,
+    capacity: usize,
+    needed: usize,
+    optional: bool,
+    what: &str,
+) -> Res<&'a mut [T]> {
+    let len = capacity.min(needed);
+    if optional && capacity == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(Error::InvalidParam(format!("{what} is NULL")));
+    }
+    if capacity == 0 {
+        return Err(Error::InvalidParam(format!("{what}: capacity is 0")));
+    }
+    Ok(std::slice::from_raw_parts_mut(p, len))
+}
+
+/// Read an array of `n` C strings, each checked as by `cstr`.
+///
+/// # Safety
+/// As `input` for the array and `cstr` for each element.
+pub unsafe fn cstr_array(
+    p: *const *const c_char,
+    n: usize,
+    max_count: usize,
+    max_len: usize,
+    what: &str,
+) -> Res<Vec<String>> {
+    input(p, n, max_count, what)?
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| cstr(s, max_len, &format!("{what}[{i}]")).map(str::to_owned))
+        .collect()
+}
+
+/// Move `items` into a `malloc`ed array the caller releases through one of
+/// the library's free functions (NULL for an empty list).
+pub fn alloc_array<T>(items: Vec<T>) -> Res<*mut T> {
+    if items.is_empty() {
+        return Ok(std::ptr::null_mut());
+    }
+    // SAFETY: calloc returns NULL or memory for `len` elements of T aligned
+    // for any fundamental type; every element is then initialised by write.
+    unsafe {
+        let p = libc::calloc(items.len(), std::mem::size_of::<T>()).cast::<T>();
+        if p.is_null() {
+            return Err(Error::ResourceExhausted(format!(
+                "cannot allocate {} result entries",
+                items.len()
+            )));
+        }
+        for (i, item) in items.into_iter().enumerate() {
+            p.add(i).write(item);
+        }
+        Ok(p)
+    }
+}
+
+/// Release an array from `alloc_array` (NULL is fine). Our arrays hold only
+/// plain data or pointers the caller's free function releases first.
+///
+/// # Safety
+/// `p` is NULL or came from `alloc_array` and was not released before.
+pub unsafe fn free_array<T>(p: *mut T) {
+    libc::free(p.cast());
+}
+
+/// A mutable view of a library-allocated array for the free functions.
+///
+/// # Safety
+/// `p` is NULL or points to `n` initialised elements.
+pub unsafe fn owned_slice<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
+    if p.is_null() || n == 0 {
+        &mut []
+    } else {
+        std::slice::from_raw_parts_mut(p, n)
+    }
+}

@@ -1,0 +1,98 @@
+//! The safe middle layer both calling styles share: argument rules that do
+//! not depend on the vendor (index and UUID lookup, limits), then the call.
+
+use crate::limits;
+use crate::select::vendor;
+use crate::vendor::{DeviceInfo, Vendor};
+use accel_common::{Error, Res};
+
+/// Most entries an input array may have (device lists, process lists).
+pub(crate) const MAX_DEVICES: usize = 1024;
+pub(crate) const MAX_PROCESSES: usize = 65536;
+/// Longest identifiers, as bounded by the ABI's char fields.
+pub(crate) const MAX_UUID: usize = 63;
+pub(crate) const MAX_PROCESS_ID: usize = 31;
+pub(crate) const MAX_TEMPLATE_ID: usize = 63;
+pub(crate) const MAX_WORKER_ID: usize = 63;
+
+pub fn active() -> Res<&'static dyn Vendor> {
+    vendor()
+}
+
+pub fn devices() -> Res<Vec<DeviceInfo>> {
+    vendor()?.devices()
+}
+
+/// A device index from C: negative is INVALID_PARAM, past the end NOT_FOUND.
+pub fn device_at(index: i32) -> Res<(usize, DeviceInfo)> {
+    let i = usize::try_from(index)
+        .map_err(|_| Error::InvalidParam(format!("device index {index} is negative")))?;
+    let mut all = devices()?;
+    if i >= all.len() {
+        return Err(Error::NotFound(format!(
+            "device index {index} (there are {} devices)",
+            all.len()
+        )));
+    }
+    Ok((i, all.swap_remove(i)))
+}
+
+pub fn device_by_uuid(uuid: &str) -> Res<DeviceInfo> {
+    devices()?
+        .into_iter()
+        .find(|d| d.uuid == uuid)
+        .ok_or_else(|| Error::NotFound(format!("device {uuid:?}")))
+}
+
+pub fn indices(raw: &[i32]) -> Res<Vec<usize>> {
+    raw.iter().map(|&i| device_at(i).map(|(i, _)| i)).collect()
+}
+
+pub fn set_mem_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
+    let dev = device_by_uuid(uuid)?;
+    if bytes == 0 || bytes > dev.total_memory_bytes {
+        return Err(Error::InvalidParam(format!(
+            "memory limit {bytes} bytes is outside 1..={} for device {uuid:?}",
+            dev.total_memory_bytes
+        )));
+    }
+    limits::set_memory(worker, uuid, bytes)
+}
+
+pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
+    device_by_uuid(uuid)?;
+    if !(1..=100).contains(&percent) {
+        return Err(Error::InvalidParam(format!(
+            "compute limit {percent}% is outside 1..=100"
+        )));
+    }
+    limits::set_compute(worker, uuid, percent)
+}
+
+/// The processes of a snapshot/resume call: every pid must be positive and
+/// exist; `uuid` empty means whichever devices the processes use.
+pub fn check_processes(pids: &[i32], uuid: &str) -> Res<()> {
+    if !uuid.is_empty() {
+        device_by_uuid(uuid)?;
+    }
+    for &pid in pids {
+        if pid <= 0 {
+            return Err(Error::InvalidParam(format!("process id {pid} is not positive")));
+        }
+        if !accel_common::statedir::pid_alive(pid) {
+            return Err(Error::NotFound(format!("process {pid} does not exist")));
+        }
+    }
+    Ok(())
+}
+
+/// Check that every device UUID of a metrics or utilization call exists.
+pub fn check_uuids(uuids: &[String]) -> Res<()> {
+    let all = devices()?;
+    for u in uuids {
+        if !all.iter().any(|d| &d.uuid == u) {
+            return Err(Error::NotFound(format!("device {u:?}")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! libaccelerator.so: one C ABI (../shared/ABI.md) over many accelerator
+//! vendors. `abi` is the boundary (the only `unsafe`); `api` holds the
+//! vendor-independent rules; `vendor` is the trait each directory under
+//! `vendors/` implements; `select` picks the vendor at run time.
+
+pub mod abi;
+mod api;
+mod limits;
+mod log;
+mod select;
+pub mod vendor;
+
+// One module per vendor directory under vendors/, compiled in by its feature.
+#[cfg(feature = "stub")]
+#[path = "../vendors/stub/mod.rs"]
+mod stub;
+#[cfg(feature = "nvidia")]
+#[path = "../vendors/nvidia/mod.rs"]
+mod nvidia;
+#[cfg(feature = "ascend")]
+#[path = "../vendors/ascend/mod.rs"]
+mod ascend;

@@ -1,0 +1,92 @@
+//! The library's log: a level threshold from `ACCELERATOR_LOG` (error, warn,
+//! info, debug, trace; default warn) and one sink, stderr unless the host
+//! installs a callback. Read lazily: loading the library does no I/O.
+
+use parking_lot::RwLock;
+use std::ffi::CString;
+use std::os::raw::c_char;
+use std::sync::OnceLock;
+
+/// Log levels, most severe first (also the callback's `level` argument).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AcceleratorLogLevel {
+    Error = 0,
+    Warn = 1,
+    Info = 2,
+    Debug = 3,
+    Trace = 4,
+}
+
+impl AcceleratorLogLevel {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "error" => Self::Error,
+            "warn" | "warning" => Self::Warn,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            "trace" => Self::Trace,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Error => "ERROR",
+            Self::Warn => "WARN",
+            Self::Info => "INFO",
+            Self::Debug => "DEBUG",
+            Self::Trace => "TRACE",
+        }
+    }
+}
+
+/// A host-supplied sink: receives the level and a NUL-terminated message
+/// that is valid only during the call. Called from any thread.
+pub type AcceleratorLogCallback =
+    Option<unsafe extern "C" fn(level: AcceleratorLogLevel, message: *const c_char)>;
+
+static CALLBACK: RwLock<AcceleratorLogCallback> = RwLock::new(None);
+static THRESHOLD: OnceLock<AcceleratorLogLevel> = OnceLock::new();
+
+fn threshold() -> AcceleratorLogLevel {
+    *THRESHOLD.get_or_init(|| {
+        std::env::var("ACCELERATOR_LOG")
+            .ok()
+            .and_then(|v| AcceleratorLogLevel::parse(&v))
+            .unwrap_or(AcceleratorLogLevel::Warn)
+    })
+}
+
+pub fn enabled(level: AcceleratorLogLevel) -> bool {
+    level <= threshold()
+}
+
+pub fn set_callback(cb: AcceleratorLogCallback) {
+    *CALLBACK.write() = cb;
+}
+
+pub fn emit(level: AcceleratorLogLevel, message: &str) {
+    if !enabled(level) {
+        return;
+    }
+    let callback = *CALLBACK.read();
+    match callback {
+        Some(cb) => {
+            let text = CString::new(message.replace('\0', "\u{FFFD}")).unwrap_or_default();
+            // SAFETY: the host registered this function for exactly this
+            // signature; the string outlives the call.
+            unsafe { cb(level, text.as_ptr()) };
+        }
+        None => eprintln!("[accelerator] {}: {message}", level.as_str()),
+    }
+}
+
+macro_rules! log_at {
+    ($level:ident, $($arg:tt)*) => {
+        if $crate::log::enabled($crate::log::AcceleratorLogLevel::$level) {
+            $crate::log::emit($crate::log::AcceleratorLogLevel::$level, &format!($($arg)*));
+        }
+    };
+}
+pub(crate) use log_at;
