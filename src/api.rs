@@ -77,7 +77,9 @@ pub fn check_processes(pids: &[i32], uuid: &str) -> Res<()> {
     }
     for &pid in pids {
         if pid <= 0 {
-            return Err(Error::InvalidParam(format!("process id {pid} is not positive")));
+            return Err(Error::InvalidParam(format!(
+                "process id {pid} is not positive"
+            )));
         }
         if !accel_common::statedir::pid_alive(pid) {
             return Err(Error::NotFound(format!("process {pid} does not exist")));

@@ -11,12 +11,12 @@ mod select;
 pub mod vendor;
 
 // One module per vendor directory under vendors/, compiled in by its feature.
-#[cfg(feature = "stub")]
-#[path = "../vendors/stub/mod.rs"]
-mod stub;
-#[cfg(feature = "nvidia")]
-#[path = "../vendors/nvidia/mod.rs"]
-mod nvidia;
 #[cfg(feature = "ascend")]
 #[path = "../vendors/ascend/mod.rs"]
 mod ascend;
+#[cfg(feature = "nvidia")]
+#[path = "../vendors/nvidia/mod.rs"]
+mod nvidia;
+#[cfg(feature = "stub")]
+#[path = "../vendors/stub/mod.rs"]
+mod stub;

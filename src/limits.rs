@@ -58,7 +58,10 @@ pub fn all() -> Res<Vec<Limit>> {
         let value: u64 = r[3].parse().map_err(|_| {
             Error::OperationFailed(format!("limits store holds a bad value {:?}", r[3]))
         })?;
-        let idx = match out.iter().position(|l| l.worker == r[1] && l.device_uuid == r[2]) {
+        let idx = match out
+            .iter()
+            .position(|l| l.worker == r[1] && l.device_uuid == r[2])
+        {
             Some(i) => i,
             None => {
                 out.push(Limit {

@@ -74,7 +74,11 @@ fn open_named(name: &str) -> Res<Box<dyn Vendor>> {
     if let Some((_, open)) = REAL.iter().find(|(n, _)| *n == name) {
         return open().or_else(|e| {
             log_at!(Warn, "vendor {name} unavailable: {e}");
-            Ok(Box::new(Absent(REAL.iter().find(|(n, _)| *n == name).map_or("none", |(n, _)| n))) as Box<dyn Vendor>)
+            Ok(Box::new(Absent(
+                REAL.iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or("none", |(n, _)| n),
+            )) as Box<dyn Vendor>)
         });
     }
     match (name, STUB) {
@@ -118,10 +122,16 @@ impl Vendor for Absent {
     fn resume(&self, _: &[i32], _: &str) -> Res<()> {
         Err(Error::NotSupported(format!("{} driver not loaded", self.0)))
     }
-    fn process_compute(&self, _: &crate::vendor::ProcessQuery) -> Res<Vec<crate::vendor::ProcessCompute>> {
+    fn process_compute(
+        &self,
+        _: &crate::vendor::ProcessQuery,
+    ) -> Res<Vec<crate::vendor::ProcessCompute>> {
         Ok(Vec::new())
     }
-    fn process_memory(&self, _: &crate::vendor::ProcessQuery) -> Res<Vec<crate::vendor::ProcessMemory>> {
+    fn process_memory(
+        &self,
+        _: &crate::vendor::ProcessQuery,
+    ) -> Res<Vec<crate::vendor::ProcessMemory>> {
         Ok(Vec::new())
     }
     fn metrics(&self, uuid: &str) -> Res<crate::vendor::Metrics> {
@@ -133,7 +143,9 @@ impl Vendor for Absent {
 }
 
 fn no_device(index: usize) -> Error {
-    Error::NotFound(format!("device index {index}: no devices (driver not loaded)"))
+    Error::NotFound(format!(
+        "device index {index}: no devices (driver not loaded)"
+    ))
 }
 
 fn no_uuid(uuid: &str) -> Error {

@@ -57,7 +57,11 @@ pub fn file_mode() -> u32 {
 pub fn ensure() -> Res<PathBuf> {
     let dir = path();
     let mode = if group_access() { 0o770 } else { 0o700 };
-    match std::fs::DirBuilder::new().recursive(true).mode(mode).create(&dir) {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(&dir)
+    {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(Error::io("cannot create state directory", &dir, e)),

@@ -47,7 +47,9 @@ fn catch(name: &str, f: impl FnOnce() -> Res<()>) -> Res<()> {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::Internal(format!("panic caught at the ABI boundary: {what}")))
+            Err(Error::Internal(format!(
+                "panic caught at the ABI boundary: {what}"
+            )))
         }
     };
     match &outcome {
@@ -92,7 +94,8 @@ fn checked_str<'a>(bytes: &'a [u8], max: usize, what: &str) -> Res<&'a str> {
             bytes.len()
         )));
     }
-    std::str::from_utf8(bytes).map_err(|_| Error::InvalidParam(format!("{what} is not valid UTF-8")))
+    std::str::from_utf8(bytes)
+        .map_err(|_| Error::InvalidParam(format!("{what} is not valid UTF-8")))
 }
 
 /// Read a caller's `const char*`: non-NULL, NUL-terminated within
@@ -106,7 +109,9 @@ pub unsafe fn cstr<'a>(p: *const c_char, max: usize, what: &str) -> Res<&'a str>
     }
     let len = libc::strnlen(p, MAX_CSTR + 1);
     if len > MAX_CSTR {
-        return Err(Error::InvalidParam(format!("{what} is longer than {MAX_CSTR} bytes")));
+        return Err(Error::InvalidParam(format!(
+            "{what} is longer than {MAX_CSTR} bytes"
+        )));
     }
     checked_str(std::slice::from_raw_parts(p.cast::<u8>(), len), max, what)
 }
@@ -115,10 +120,9 @@ pub unsafe fn cstr<'a>(p: *const c_char, max: usize, what: &str) -> Res<&'a str>
 pub fn fixed<'a, const N: usize>(field: &'a [c_char; N], what: &str) -> Res<&'a str> {
     // SAFETY: c_char and u8 have the same size and alignment.
     let bytes: &[u8; N] = unsafe { &*(field as *const [c_char; N]).cast::<[u8; N]>() };
-    let len = bytes
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or_else(|| Error::InvalidParam(format!("{what} is not NUL-terminated within {N} bytes")))?;
+    let len = bytes.iter().position(|&b| b == 0).ok_or_else(|| {
+        Error::InvalidParam(format!("{what} is not NUL-terminated within {N} bytes"))
+    })?;
     checked_str(&bytes[..len], N - 1, what)
 }
 
@@ -177,7 +181,9 @@ pub fn check_count(n: usize, max: usize, what: &str) -> Res<()> {
         return Err(Error::InvalidParam(format!("{what}: count is 0")));
     }
     if n > max {
-        return Err(Error::InvalidParam(format!("{what}: count {n} exceeds the limit of {max}")));
+        return Err(Error::InvalidParam(format!(
+            "{what}: count {n} exceeds the limit of {max}"
+        )));
     }
     Ok(())
 }
@@ -267,5 +273,107 @@ pub unsafe fn owned_slice<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
         &mut []
     } else {
         std::slice::from_raw_parts_mut(p, n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field<const N: usize>(bytes: &[u8]) -> [c_char; N] {
+        let mut f = [0 as c_char; N];
+        for (d, &b) in f.iter_mut().zip(bytes) {
+            *d = b as c_char;
+        }
+        f
+    }
+
+    #[test]
+    fn write_fixed_truncates_on_a_char_boundary_and_terminates() {
+        let mut f = [0x55 as c_char; 8];
+        write_fixed(&mut f, "abcdefé");
+        // 7 bytes fit, but "é" spans bytes 6..8: it is dropped whole.
+        assert_eq!(fixed(&f, "f").unwrap(), "abcdef");
+        assert!(f[6..].iter().all(|&b| b == 0));
+        write_fixed(&mut f, "");
+        assert_eq!(f, [0; 8]);
+    }
+
+    #[test]
+    fn fixed_rejects_unterminated_empty_and_non_utf8() {
+        let full: [c_char; 4] = field(b"AAAA");
+        assert!(
+            matches!(fixed(&full, "x"), Err(Error::InvalidParam(m)) if m.contains("NUL-terminated"))
+        );
+        let empty: [c_char; 4] = field(b"");
+        assert!(matches!(fixed(&empty, "x"), Err(Error::InvalidParam(m)) if m.contains("empty")));
+        assert_eq!(fixed_opt(&empty, "x").unwrap(), "");
+        let bad: [c_char; 4] = field(b"\xff\xfe");
+        assert!(matches!(fixed(&bad, "x"), Err(Error::InvalidParam(m)) if m.contains("UTF-8")));
+    }
+
+    #[test]
+    fn cstr_checks_null_length_and_encoding() {
+        unsafe {
+            assert!(cstr(std::ptr::null(), 8, "s").is_err());
+            assert_eq!(cstr(c"dev".as_ptr(), 8, "s").unwrap(), "dev");
+            assert!(matches!(
+                cstr(c"toolong".as_ptr(), 3, "s"),
+                Err(Error::InvalidParam(_))
+            ));
+            assert!(matches!(
+                cstr(c"\xff".as_ptr(), 8, "s"),
+                Err(Error::InvalidParam(_))
+            ));
+            let long = CString::new(vec![b'a'; MAX_CSTR + 10]).unwrap();
+            assert!(cstr(long.as_ptr(), usize::MAX, "s").is_err());
+        }
+    }
+
+    #[test]
+    fn counts_and_buffers_are_checked() {
+        assert!(check_count(0, 4, "a").is_err());
+        assert!(check_count(5, 4, "a").is_err());
+        assert!(check_count(4, 4, "a").is_ok());
+        let mut buf = [0u32; 4];
+        unsafe {
+            assert_eq!(
+                out_slice(buf.as_mut_ptr(), 4, 2, false, "b").unwrap().len(),
+                2
+            );
+            assert_eq!(
+                out_slice(buf.as_mut_ptr(), usize::MAX, 3, false, "b")
+                    .unwrap()
+                    .len(),
+                3
+            );
+            assert!(out_slice(buf.as_mut_ptr(), 0, 3, false, "b").is_err());
+            assert!(out_slice::<u32>(std::ptr::null_mut(), 0, 3, true, "b")
+                .unwrap()
+                .is_empty());
+            assert!(out_slice::<u32>(std::ptr::null_mut(), 2, 3, true, "b").is_err());
+        }
+    }
+
+    #[test]
+    fn a_panic_becomes_internal_with_a_message() {
+        let code = call("t", || panic!("boom"));
+        assert_eq!(code, ResultCode::ErrorInternal);
+        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) };
+        assert!(msg.to_str().unwrap().contains("boom"));
+        assert_eq!(call("t", || Ok(())), ResultCode::Success);
+        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) };
+        assert!(msg.to_bytes().is_empty());
+        assert!(!call_bool("t", || Err(Error::NotFound("x".into()))));
+    }
+
+    #[test]
+    fn library_arrays_round_trip() {
+        let p = alloc_array(vec![1u64, 2, 3]).unwrap();
+        unsafe {
+            assert_eq!(owned_slice(p, 3), &[1, 2, 3]);
+            free_array(p);
+        }
+        assert!(alloc_array::<u64>(Vec::new()).unwrap().is_null());
     }
 }

@@ -78,17 +78,40 @@ pub unsafe extern "C" fn GetDeviceTopology(
     maxConnectionsPerDevice: usize,
 ) -> ResultCode {
     call("GetDeviceTopology", || {
-        let raw = input(deviceIndexArray, deviceCount, MAX_DEVICES, "deviceIndexArray")?;
+        let raw = input(
+            deviceIndexArray,
+            deviceCount,
+            MAX_DEVICES,
+            "deviceIndexArray",
+        )?;
         let topo = out(topology, "topology")?;
         let indices = api::indices(raw)?;
         let t = api::active()?.topology(&indices)?;
-        let entries = out_slice(topo.devices, deviceCount, t.devices.len(), false, "topology->devices")?;
+        let entries = out_slice(
+            topo.devices,
+            deviceCount,
+            t.devices.len(),
+            false,
+            "topology->devices",
+        )?;
         // Check every connection buffer before writing anything.
         for (i, e) in entries.iter().enumerate() {
-            out_slice(e.connections, maxConnectionsPerDevice, 0, true, &format!("topology->devices[{i}].connections"))?;
+            out_slice(
+                e.connections,
+                maxConnectionsPerDevice,
+                0,
+                true,
+                &format!("topology->devices[{i}].connections"),
+            )?;
         }
         for (e, d) in entries.iter_mut().zip(&t.devices) {
-            let conns = out_slice(e.connections, maxConnectionsPerDevice, d.connections.len(), true, "connections")?;
+            let conns = out_slice(
+                e.connections,
+                maxConnectionsPerDevice,
+                d.connections.len(),
+                true,
+                "connections",
+            )?;
             for (slot, l) in conns.iter_mut().zip(&d.connections) {
                 *slot = convert::link(l);
             }
@@ -126,7 +149,10 @@ pub unsafe extern "C" fn AssignPartition(assignment: *mut PartitionAssignment) -
 /// # Safety
 /// Both strings are NULL or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn RemovePartition(templateId: *const c_char, deviceUUID: *const c_char) -> bool {
+pub unsafe extern "C" fn RemovePartition(
+    templateId: *const c_char,
+    deviceUUID: *const c_char,
+) -> bool {
     call_bool("RemovePartition", || {
         let template = cstr(templateId, MAX_TEMPLATE_ID, "templateId")?;
         let uuid = cstr(deviceUUID, MAX_UUID, "deviceUUID")?;
@@ -168,7 +194,12 @@ pub unsafe extern "C" fn SetComputeUnitHardLimit(
 /// Validated contents of a ProcessArray.
 unsafe fn process_array<'a>(p: *mut ProcessArray) -> Result<(&'a [pid_t], &'a str), Error> {
     let a = out(p, "processes")?;
-    let pids = input(a.processIds, a.processCount, MAX_PROCESSES, "processes->processIds")?;
+    let pids = input(
+        a.processIds,
+        a.processCount,
+        MAX_PROCESSES,
+        "processes->processIds",
+    )?;
     let uuid = fixed_opt(&a.deviceUUID, "processes->deviceUUID")?;
     api::check_processes(pids, uuid)?;
     Ok((pids, uuid))
@@ -246,10 +277,19 @@ pub unsafe extern "C" fn GetDeviceMetrics(
     metrics: *mut DeviceMetrics,
 ) -> ResultCode {
     call("GetDeviceMetrics", || {
-        let uuids = cstr_array(deviceUUIDArray, deviceCount, MAX_DEVICES, MAX_UUID, "deviceUUIDArray")?;
+        let uuids = cstr_array(
+            deviceUUIDArray,
+            deviceCount,
+            MAX_DEVICES,
+            MAX_UUID,
+            "deviceUUIDArray",
+        )?;
         let dst = out_slice(metrics, deviceCount, deviceCount, false, "metrics")?;
         let vendor = api::active()?;
-        let all = uuids.iter().map(|u| vendor.metrics(u)).collect::<Result<Vec<_>, _>>()?;
+        let all = uuids
+            .iter()
+            .map(|u| vendor.metrics(u))
+            .collect::<Result<Vec<_>, _>>()?;
         for (slot, m) in dst.iter_mut().zip(&all) {
             *slot = convert::metrics(m);
         }
@@ -273,15 +313,42 @@ pub unsafe extern "C" fn GetExtendedDeviceMetrics(
     maxPciePerDevice: usize,
 ) -> ResultCode {
     call("GetExtendedDeviceMetrics", || {
-        let uuids = cstr_array(deviceUUIDArray, deviceCount, MAX_DEVICES, MAX_UUID, "deviceUUIDArray")?;
+        let uuids = cstr_array(
+            deviceUUIDArray,
+            deviceCount,
+            MAX_DEVICES,
+            MAX_UUID,
+            "deviceUUIDArray",
+        )?;
         let dst = out_slice(metrics, deviceCount, deviceCount, false, "metrics")?;
         for (i, e) in dst.iter().enumerate() {
-            out_slice(e.nvlinkBandwidthMBps, maxNvlinkPerDevice, 0, true, &format!("metrics[{i}].nvlinkBandwidthMBps"))?;
-            out_slice(e.ibNicBandwidthMBps, maxIbNicPerDevice, 0, true, &format!("metrics[{i}].ibNicBandwidthMBps"))?;
-            out_slice(e.pcieBandwidthMBps, maxPciePerDevice, 0, true, &format!("metrics[{i}].pcieBandwidthMBps"))?;
+            out_slice(
+                e.nvlinkBandwidthMBps,
+                maxNvlinkPerDevice,
+                0,
+                true,
+                &format!("metrics[{i}].nvlinkBandwidthMBps"),
+            )?;
+            out_slice(
+                e.ibNicBandwidthMBps,
+                maxIbNicPerDevice,
+                0,
+                true,
+                &format!("metrics[{i}].ibNicBandwidthMBps"),
+            )?;
+            out_slice(
+                e.pcieBandwidthMBps,
+                maxPciePerDevice,
+                0,
+                true,
+                &format!("metrics[{i}].pcieBandwidthMBps"),
+            )?;
         }
         let vendor = api::active()?;
-        let all = uuids.iter().map(|u| vendor.extended_metrics(u)).collect::<Result<Vec<_>, _>>()?;
+        let all = uuids
+            .iter()
+            .map(|u| vendor.extended_metrics(u))
+            .collect::<Result<Vec<_>, _>>()?;
         for (e, m) in dst.iter_mut().zip(&all) {
             e.deviceUUID = fixed_from(&m.device_uuid);
             e.nvlinkCount = copy_into(e.nvlinkBandwidthMBps, maxNvlinkPerDevice, &m.nvlink_mbps)?;

@@ -25,7 +25,10 @@ pub unsafe extern "C" fn getDeviceCount(deviceCount: *mut usize) -> ResultCode {
 /// # Safety
 /// `info` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn getDeviceInfo(deviceIndex: i32, info: *mut ExtendedDeviceInfo) -> ResultCode {
+pub unsafe extern "C" fn getDeviceInfo(
+    deviceIndex: i32,
+    info: *mut ExtendedDeviceInfo,
+) -> ResultCode {
     call("getDeviceInfo", || {
         let info = out(info, "info")?;
         info.relatedDevices = std::ptr::null_mut();
@@ -113,7 +116,12 @@ pub unsafe extern "C" fn getDeviceTopology(
         let topo = out(topology, "topology")?;
         topo.devices = std::ptr::null_mut();
         topo.deviceCount = 0;
-        let raw = input(deviceIndexArray, deviceCount, MAX_DEVICES, "deviceIndexArray")?;
+        let raw = input(
+            deviceIndexArray,
+            deviceCount,
+            MAX_DEVICES,
+            "deviceIndexArray",
+        )?;
         let indices = api::indices(raw)?;
         let t = api::active()?.topology(&indices)?;
         let mut entries = Vec::with_capacity(t.devices.len());
@@ -179,7 +187,10 @@ pub unsafe extern "C" fn assignPartition(assignment: *mut PartitionAssignment) -
 /// # Safety
 /// As `RemovePartition`.
 #[no_mangle]
-pub unsafe extern "C" fn removePartition(templateId: *const c_char, deviceUUID: *const c_char) -> bool {
+pub unsafe extern "C" fn removePartition(
+    templateId: *const c_char,
+    deviceUUID: *const c_char,
+) -> bool {
     caller::RemovePartition(templateId, deviceUUID)
 }
 
@@ -227,7 +238,13 @@ unsafe fn query_args(
     process_count: usize,
 ) -> Res<(Vec<String>, Vec<String>)> {
     let devices = cstr_array(uuids, device_count, MAX_DEVICES, MAX_UUID, "deviceUUIDs")?;
-    let named = cstr_array(pids, process_count, MAX_PROCESSES, MAX_PROCESS_ID, "processIds")?;
+    let named = cstr_array(
+        pids,
+        process_count,
+        MAX_PROCESSES,
+        MAX_PROCESS_ID,
+        "processIds",
+    )?;
     api::check_uuids(&devices)?;
     Ok((devices, named))
 }
@@ -249,7 +266,10 @@ pub unsafe extern "C" fn getProcessComputeUtilization(
     call("getProcessComputeUtilization", || {
         let (dst, count) = out_pair(utilizations, utilizationCount, "utilizations")?;
         let (devices, named) = query_args(deviceUUIDs, deviceCount, processIds, processCount)?;
-        let query = ProcessQuery { devices: Some(&devices), named: &named };
+        let query = ProcessQuery {
+            devices: Some(&devices),
+            named: &named,
+        };
         let all = api::active()?.process_compute(&query)?;
         hand_over(all.iter().map(convert::compute).collect(), dst, count)
     })
@@ -277,7 +297,10 @@ pub unsafe extern "C" fn getProcessMemoryUtilization(
     call("getProcessMemoryUtilization", || {
         let (dst, count) = out_pair(utilizations, utilizationCount, "utilizations")?;
         let (devices, named) = query_args(deviceUUIDs, deviceCount, processIds, processCount)?;
-        let query = ProcessQuery { devices: Some(&devices), named: &named };
+        let query = ProcessQuery {
+            devices: Some(&devices),
+            named: &named,
+        };
         let all = api::active()?.process_memory(&query)?;
         hand_over(all.iter().map(convert::memory).collect(), dst, count)
     })
@@ -302,9 +325,18 @@ pub unsafe extern "C" fn getDeviceMetrics(
     call("getDeviceMetrics", || {
         let dst = out(metrics, "metrics")?;
         *dst = std::ptr::null_mut();
-        let uuids = cstr_array(deviceUUIDs, deviceCount, MAX_DEVICES, MAX_UUID, "deviceUUIDs")?;
+        let uuids = cstr_array(
+            deviceUUIDs,
+            deviceCount,
+            MAX_DEVICES,
+            MAX_UUID,
+            "deviceUUIDs",
+        )?;
         let vendor = api::active()?;
-        let all = uuids.iter().map(|u| vendor.metrics(u)).collect::<Res<Vec<_>>>()?;
+        let all = uuids
+            .iter()
+            .map(|u| vendor.metrics(u))
+            .collect::<Res<Vec<_>>>()?;
         *dst = alloc_array(all.iter().map(convert::metrics).collect())?;
         Ok(())
     })
@@ -329,9 +361,18 @@ pub unsafe extern "C" fn getExtendedDeviceMetrics(
     call("getExtendedDeviceMetrics", || {
         let dst = out(metrics, "metrics")?;
         *dst = std::ptr::null_mut();
-        let uuids = cstr_array(deviceUUIDs, deviceCount, MAX_DEVICES, MAX_UUID, "deviceUUIDs")?;
+        let uuids = cstr_array(
+            deviceUUIDs,
+            deviceCount,
+            MAX_DEVICES,
+            MAX_UUID,
+            "deviceUUIDs",
+        )?;
         let vendor = api::active()?;
-        let all = uuids.iter().map(|u| vendor.extended_metrics(u)).collect::<Res<Vec<_>>>()?;
+        let all = uuids
+            .iter()
+            .map(|u| vendor.extended_metrics(u))
+            .collect::<Res<Vec<_>>>()?;
         // The outer array first, so a failed inner allocation can release
         // everything through the same path as freeExtendedDeviceMetrics.
         let n = all.len();
@@ -389,7 +430,9 @@ unsafe fn release_metric_arrays(m: &mut ExtendedDeviceMetrics) {
 #[no_mangle]
 pub unsafe extern "C" fn freeExtendedDeviceMetrics(p: *mut ExtendedDeviceMetrics, count: usize) {
     call_void("freeExtendedDeviceMetrics", || {
-        owned_slice(p, count).iter_mut().for_each(|m| release_metric_arrays(m));
+        owned_slice(p, count)
+            .iter_mut()
+            .for_each(|m| release_metric_arrays(m));
         free_array(p);
     })
 }

@@ -3,5 +3,7 @@ use crate::vendor::Vendor;
 use accel_common::{Error, Res};
 
 pub fn open() -> Res<Box<dyn Vendor>> {
-    Err(Error::NotSupported("the ascend vendor is not implemented yet".into()))
+    Err(Error::NotSupported(
+        "the ascend vendor is not implemented yet".into(),
+    ))
 }

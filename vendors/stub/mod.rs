@@ -182,7 +182,9 @@ impl Vendor for Stub {
     fn remove_partition(&self, template_id: &str, device_uuid: &str) -> Res<()> {
         self.index_of(device_uuid)?;
         if template(template_id).is_none() && !template_id.starts_with(PARTITION_PREFIX) {
-            return Err(Error::NotFound(format!("partition template {template_id:?}")));
+            return Err(Error::NotFound(format!(
+                "partition template {template_id:?}"
+            )));
         }
         state::remove_partition(device_uuid, template_id)
     }
@@ -201,7 +203,11 @@ impl Vendor for Stub {
             .into_iter()
             .map(|(id, dev, running)| {
                 let uuid = &self.devices[dev].uuid;
-                let util = if running { process_utilization(&id, uuid) } else { 0.0 };
+                let util = if running {
+                    process_utilization(&id, uuid)
+                } else {
+                    0.0
+                };
                 ProcessCompute {
                     active_sms: (util / 100.0 * COMPUTE_UNITS as f64).round() as u64,
                     total_sms: COMPUTE_UNITS,
@@ -220,7 +226,11 @@ impl Vendor for Stub {
             .into_iter()
             .map(|(id, dev, running)| {
                 let uuid = &self.devices[dev].uuid;
-                let used = if running { process_memory(&id, uuid) } else { 0 };
+                let used = if running {
+                    process_memory(&id, uuid)
+                } else {
+                    0
+                };
                 ProcessMemory {
                     used_bytes: used,
                     reserved_bytes: if running { used + RESERVE_BYTES } else { 0 },
@@ -239,6 +249,10 @@ impl Vendor for Stub {
 
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics> {
         let i = self.index_of(device_uuid)?;
-        Ok(extended_metrics(device_uuid, self.devices.len(), &self.load(i)?))
+        Ok(extended_metrics(
+            device_uuid,
+            self.devices.len(),
+            &self.load(i)?,
+        ))
     }
 }

@@ -105,7 +105,12 @@ pub fn add_partition(device_uuid: &str, t: &Template, slices: u32) -> Res<String
         }
         let seq = next_seq(records)?;
         let uuid = format!("{PARTITION_PREFIX}{device_uuid}-{seq}");
-        records.push(vec!["partition".into(), device_uuid.into(), t.id.clone(), uuid.clone()]);
+        records.push(vec![
+            "partition".into(),
+            device_uuid.into(),
+            t.id.clone(),
+            uuid.clone(),
+        ]);
         Ok(uuid)
     })
 }
@@ -113,7 +118,13 @@ pub fn add_partition(device_uuid: &str, t: &Template, slices: u32) -> Res<String
 fn next_seq(records: &mut Vec<Vec<String>>) -> Res<u64> {
     let pos = records.iter().position(|r| r[0] == "seq");
     let seq = match pos {
-        Some(i) => records[i].get(1).and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| bad(&records[i]))? + 1,
+        Some(i) => {
+            records[i]
+                .get(1)
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or_else(|| bad(&records[i]))?
+                + 1
+        }
         None => 1,
     };
     let rec = vec!["seq".to_string(), seq.to_string()];
@@ -129,7 +140,11 @@ fn next_seq(records: &mut Vec<Vec<String>>) -> Res<u64> {
 pub fn remove_partition(device_uuid: &str, id: &str) -> Res<()> {
     store().update(|records| {
         let mut found = None;
-        for (i, r) in records.iter().enumerate().filter(|(_, r)| r[0] == "partition") {
+        for (i, r) in records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r[0] == "partition")
+        {
             let p = parse_partition(r)?;
             if p.device_uuid == device_uuid && (p.template_id == id || p.uuid == id) {
                 found = Some(i);
@@ -186,7 +201,12 @@ pub fn set_snapshotted(pids: &[i32], device_uuid: &str, snapshotted: bool) -> Re
                 pid.to_string(),
                 process_start_time(pid).unwrap_or(0).to_string(),
                 device_uuid.into(),
-                if snapshotted { "snapshotted" } else { "running" }.into(),
+                if snapshotted {
+                    "snapshotted"
+                } else {
+                    "running"
+                }
+                .into(),
             ]);
         }
         Ok(())
