@@ -71,15 +71,11 @@ fn choose() -> Res<Box<dyn Vendor>> {
 }
 
 fn open_named(name: &str) -> Res<Box<dyn Vendor>> {
-    if let Some((_, open)) = REAL.iter().find(|(n, _)| *n == name) {
-        return open().or_else(|e| {
-            log_at!(Warn, "vendor {name} unavailable: {e}");
-            Ok(Box::new(Absent(
-                REAL.iter()
-                    .find(|(n, _)| *n == name)
-                    .map_or("none", |(n, _)| n),
-            )) as Box<dyn Vendor>)
-        });
+    if let Some(&(real, open)) = REAL.iter().find(|(n, _)| *n == name) {
+        return Ok(open().unwrap_or_else(|e| {
+            log_at!(Warn, "vendor {real} unavailable: {e}");
+            Box::new(Absent(real))
+        }));
     }
     match (name, STUB) {
         ("stub", Some(open)) => open(),
