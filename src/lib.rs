@@ -11,12 +11,17 @@ mod select;
 pub mod vendor;
 
 // One module per vendor directory under vendors/, compiled in by its feature.
+// Vendors export nothing; cbindgen:ignore keeps their FFI constants out of
+// the header.
+/// cbindgen:ignore
 #[cfg(feature = "ascend")]
 #[path = "../vendors/ascend/mod.rs"]
 mod ascend;
+/// cbindgen:ignore
 #[cfg(feature = "nvidia")]
 #[path = "../vendors/nvidia/mod.rs"]
 mod nvidia;
+/// cbindgen:ignore
 #[cfg(feature = "stub")]
 #[path = "../vendors/stub/mod.rs"]
 mod stub;
