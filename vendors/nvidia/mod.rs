@@ -1,9 +1,211 @@
-//! nvidia vendor (work in progress: replaced by the nvidia issue).
-use crate::vendor::Vendor;
+//! The NVIDIA vendor: NVML (through nvml-wrapper) for discovery, MIG,
+//! topology and metrics; the CUDA driver's checkpoint API (through
+//! libloading) for snapshot/resume. Both libraries are loaded at run time,
+//! from `ACCELERATOR_NVML_PATH` / `ACCELERATOR_CUDA_PATH` when set.
+//!
+//! NVML is initialised once, on the first call of the library, and shut
+//! down when the library is unloaded or the process exits (see `Driver`).
+//! Static facts are discovered then and cached; everything dynamic is asked
+//! of the driver on each call. `ffi` holds the only `unsafe`.
+
+mod arch;
+mod checkpoint;
+mod discovery;
+mod error;
+mod ffi;
+mod metrics;
+mod mig;
+mod topology;
+
+use crate::log::log_at;
+use crate::vendor::*;
 use accel_common::{Error, Res};
+use discovery::Dev;
+use nvml_wrapper::{Device, Nvml};
+use parking_lot::{Mutex, RwLock};
+use std::ffi::OsString;
+use std::time::Duration;
+
+pub use error::NvError;
+
+const NVML_DEFAULT: &str = "libnvidia-ml.so.1";
+const CUDA_DEFAULT: &str = "libcuda.so.1";
+
+/// The loaded driver libraries. Held in a static so that the unload hook
+/// can shut NVML down; every call holds the read lock while it uses them.
+pub(crate) struct Driver {
+    pub nvml: Nvml,
+    pub ext: ffi::NvmlExt,
+    pub cuda: Option<ffi::Cuda>,
+}
+
+static DRIVER: RwLock<Option<Driver>> = RwLock::new(None);
+
+pub(crate) extern "C" fn shut_down() {
+    // A thread still inside a call at exit keeps NVML up rather than deadlock.
+    if let Some(mut guard) = DRIVER.try_write_for(Duration::from_millis(200)) {
+        // Dropping Nvml calls nvmlShutdown; then the handles are closed.
+        guard.take();
+    }
+}
+
+fn env_path(var: &str, default: &str) -> OsString {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.into())
+}
 
 pub fn open() -> Res<Box<dyn Vendor>> {
-    Err(Error::NotSupported(
-        "the nvidia vendor is not implemented yet".into(),
-    ))
+    let mut slot = DRIVER.write();
+    if slot.is_none() {
+        let path = env_path("ACCELERATOR_NVML_PATH", NVML_DEFAULT);
+        let nvml = Nvml::builder().lib_path(&path).init().map_err(|e| {
+            Error::NotSupported(format!("NVML ({}) not usable: {e}", path.to_string_lossy()))
+        })?;
+        let ext = ffi::NvmlExt::open(&path).map_err(Error::OperationFailed)?;
+        let cuda_path = env_path("ACCELERATOR_CUDA_PATH", CUDA_DEFAULT);
+        let cuda = match ffi::Cuda::open(&cuda_path) {
+            Ok(c) => {
+                if !c.has_checkpoint {
+                    log_at!(
+                        Info,
+                        "nvidia: CUDA driver {} has no checkpoint API: snapshot unsupported",
+                        c.driver_version
+                    );
+                }
+                Some(c)
+            }
+            Err(e) => {
+                log_at!(
+                    Info,
+                    "nvidia: CUDA driver ({}) not loaded, snapshot unsupported: {e}",
+                    cuda_path.to_string_lossy()
+                );
+                None
+            }
+        };
+        *slot = Some(Driver { nvml, ext, cuda });
+    }
+    let drv = slot
+        .as_ref()
+        .ok_or_else(|| Error::Internal("driver slot empty".into()))?;
+    let devs = discovery::discover(drv)?;
+    drop(slot);
+    Ok(Box::new(Nvidia {
+        devs,
+        created: Mutex::new(Vec::new()),
+        counters: Mutex::new(Default::default()),
+    }))
+}
+
+/// Runs `f` with the loaded driver.
+pub(crate) fn with_driver<T>(f: impl FnOnce(&Driver) -> Res<T>) -> Res<T> {
+    let guard = DRIVER.read();
+    match guard.as_ref() {
+        Some(d) => f(d),
+        None => Err(Error::OperationFailed("NVML has been shut down".into())),
+    }
+}
+
+pub(crate) struct Nvidia {
+    devs: Vec<Dev>,
+    /// MIG instances this process created, oldest first: (device, template, GI id).
+    created: Mutex<Vec<(usize, String, u32)>>,
+    /// Previous NVLink counters per device, for throughput.
+    counters: Mutex<metrics::Counters>,
+}
+
+impl Nvidia {
+    fn dev(&self, index: usize) -> Res<&Dev> {
+        self.devs.get(index).ok_or_else(|| {
+            Error::NotFound(format!(
+                "device index {index} (there are {} devices)",
+                self.devs.len()
+            ))
+        })
+    }
+
+    fn by_uuid(&self, uuid: &str) -> Res<(usize, &Dev)> {
+        self.devs
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d.info.uuid == uuid)
+            .ok_or_else(|| Error::NotFound(format!("device {uuid:?}")))
+    }
+}
+
+/// The NVML handle of a cached device (looked up by UUID, which is stable).
+pub(crate) fn handle<'a>(drv: &'a Driver, dev: &Dev) -> Res<Device<'a>> {
+    drv.nvml
+        .device_by_uuid(dev.info.uuid.as_str())
+        .map_err(|e| NvError::nvml("nvmlDeviceGetHandleByUUID", e).into())
+}
+
+impl Vendor for Nvidia {
+    fn name(&self) -> &'static str {
+        "nvidia"
+    }
+
+    fn devices(&self) -> Res<Vec<DeviceInfo>> {
+        Ok(self.devs.iter().map(|d| d.info.clone()).collect())
+    }
+
+    fn related_devices(&self, index: usize) -> Res<Vec<Link>> {
+        Ok(self.dev(index)?.links.clone())
+    }
+
+    fn partition_templates(&self, index: usize) -> Res<Vec<Template>> {
+        mig::templates(self.dev(index)?)
+    }
+
+    fn topology(&self, indices: &[usize]) -> Res<Topology> {
+        for &i in indices {
+            self.dev(i)?;
+        }
+        with_driver(|drv| topology::topology(drv, &self.devs, indices))
+    }
+
+    fn assign_partition(&self, template_id: &str, device_uuid: &str) -> Res<Partition> {
+        let (i, dev) = self.by_uuid(device_uuid)?;
+        with_driver(|drv| mig::assign(drv, i, dev, template_id, &self.created))
+    }
+
+    fn remove_partition(&self, template_id: &str, device_uuid: &str) -> Res<()> {
+        let (i, dev) = self.by_uuid(device_uuid)?;
+        with_driver(|drv| mig::remove(drv, i, dev, template_id, &self.created))
+    }
+
+    fn snapshot(&self, pids: &[i32], device_uuid: &str) -> Res<()> {
+        if !device_uuid.is_empty() {
+            self.by_uuid(device_uuid)?;
+        }
+        with_driver(|drv| checkpoint::snapshot(drv, pids))
+    }
+
+    fn resume(&self, pids: &[i32], device_uuid: &str) -> Res<()> {
+        if !device_uuid.is_empty() {
+            self.by_uuid(device_uuid)?;
+        }
+        with_driver(|drv| checkpoint::resume(drv, pids))
+    }
+
+    fn process_compute(&self, query: &ProcessQuery) -> Res<Vec<ProcessCompute>> {
+        let driver = with_driver(|drv| metrics::process_compute(drv, &self.devs, query))?;
+        Ok(metrics::merge_limiter_compute(driver, query))
+    }
+
+    fn process_memory(&self, query: &ProcessQuery) -> Res<Vec<ProcessMemory>> {
+        let driver = with_driver(|drv| metrics::process_memory(drv, &self.devs, query))?;
+        Ok(metrics::merge_limiter_memory(driver, query))
+    }
+
+    fn metrics(&self, device_uuid: &str) -> Res<Metrics> {
+        let (_, dev) = self.by_uuid(device_uuid)?;
+        with_driver(|drv| metrics::device(drv, dev))
+    }
+
+    fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics> {
+        let (i, dev) = self.by_uuid(device_uuid)?;
+        with_driver(|drv| metrics::extended(drv, i, dev, &self.counters))
+    }
 }

@@ -1,0 +1,766 @@
+/* A scripted fake of libnvidia-ml.so.1 for the nvidia vendor's tests.
+ *
+ * Two GPUs:
+ *   0  "NVIDIA H100 80GB HBM3": Hopper, 132 SMs, MIG supported and on
+ *      (H100 GPU-instance profiles), GPM supported, NUMA node 0;
+ *   1  "NVIDIA A40": Ampere GA102, 84 SMs, no MIG, no GPM, NUMA unsupported.
+ * They are joined by 4 NVLinks (version 4 seen from GPU 0, 3 from GPU 1) and
+ * share a host bridge. Only the symbols the vendor uses are exported; the
+ * vendor treats any other as "not supported".
+ *
+ * Scripting (read on every call):
+ *   FAKE_NVML_FAIL=<function>  that function returns NVML_ERROR_UNKNOWN
+ *   FAKE_NVML_PROCS=pid:gpu:bytes:smutil,...  running compute processes
+ *   FAKE_NVML_MIG_OFF=1        MIG mode reads as off on GPU 0
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int nvmlReturn_t;
+enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_IN_USE = 19,
+  NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+  NVML_ERROR_UNKNOWN = 999,
+};
+
+enum kind { KIND_GPU = 1, KIND_MIG = 2, KIND_GI = 3, KIND_CI = 4 };
+
+typedef struct {
+  int kind;
+  const char *uuid, *name, *vbios, *bus_id;
+  int numa; /* -1: NOT_SUPPORTED */
+  unsigned long long mem_total, mem_used;
+  unsigned cores, cc_major, cc_minor, clk_gfx, clk_sm, clk_mem;
+  unsigned pcie_gen, pcie_width, power_limit_mw, slowdown_c;
+  unsigned ecc, persistence, arch, mig_supported, gpm;
+  unsigned nvlinks, nvlink_version, peer;
+  unsigned power_mw, temp_c, util_gpu, pcie_tx_kbps, pcie_rx_kbps;
+  unsigned long long pcie_tx_bytes, pcie_rx_bytes;
+} gpu_t;
+
+static gpu_t gpus[2] = {
+    {KIND_GPU, "GPU-00000000-0000-0000-0000-0000000000h1", "NVIDIA H100 80GB HBM3",
+     "96.00.99.00.01", "00000000:18:00.0", 0, 85899345920ULL, 1073741824ULL,
+     16896, 9, 0, 1980, 1980, 2619, 5, 16, 700000, 87, 1, 1, 9, 1, 1, 4, 4, 1,
+     312500, 45, 40, 1200, 3400, 2000000ULL, 1000000ULL},
+    {KIND_GPU, "GPU-11111111-1111-1111-1111-1111111111a4", "NVIDIA A40",
+     "94.02.5C.00.02", "00000000:3B:00.0", -1, 51539607552ULL, 2147483648ULL,
+     10752, 8, 6, 1740, 1740, 7251, 4, 16, 300000, 88, 0, 0, 7, 0, 0, 4, 3, 0,
+     150250, 61, 55, 500, 700, 4000000ULL, 3000000ULL},
+};
+
+/* ---- MIG: H100 80GB GPU-instance profiles ---- */
+typedef struct {
+  int id; /* NVML_GPU_INSTANCE_PROFILE_* */
+  const char *name;
+  unsigned slices, instances, sms;
+  unsigned long long mem_mb;
+} profile_t;
+
+static const profile_t profiles[] = {
+    {0, "MIG 1g.10gb", 1, 7, 16, 9856},     {1, "MIG 2g.20gb", 2, 3, 32, 19968},
+    {2, "MIG 3g.40gb", 3, 2, 60, 40192},    {3, "MIG 4g.40gb", 4, 1, 64, 40192},
+    {4, "MIG 7g.80gb", 7, 1, 132, 80896},   {7, "MIG 1g.10gb+me", 1, 1, 16, 9856},
+    {9, "MIG 1g.20gb", 1, 4, 16, 19968},
+};
+#define NPROFILES (sizeof profiles / sizeof profiles[0])
+#define SLICES 7
+#define MAX_GI 7
+/* What a MIG device offers less than its profile: the fake's "overhead". */
+#define MIG_OVERHEAD (32ULL << 20)
+
+typedef struct {
+  int kind; /* KIND_GI */
+  int used;
+  unsigned id;
+  const profile_t *p;
+  struct { int kind; int used; } ci;    /* KIND_CI, at most one per GI */
+  struct { int kind; unsigned gi; } mig; /* KIND_MIG */
+} gi_t;
+
+static gi_t gis[MAX_GI];
+static unsigned next_gi_id = 1;
+static int init_count;
+
+static int failing(const char *fn) {
+  const char *f = getenv("FAKE_NVML_FAIL");
+  return f && strcmp(f, fn) == 0;
+}
+
+#define ENTER()                                                                \
+  do {                                                                         \
+    if (failing(__func__))                                                     \
+      return NVML_ERROR_UNKNOWN;                                               \
+    if (init_count <= 0)                                                       \
+      return NVML_ERROR_UNINITIALIZED;                                         \
+  } while (0)
+
+static gpu_t *gpu(void *h) {
+  gpu_t *g = h;
+  return (g == &gpus[0] || g == &gpus[1]) ? g : NULL;
+}
+
+#define GPU(h)                                                                 \
+  gpu_t *g = gpu(h);                                                           \
+  if (!g)                                                                      \
+    return NVML_ERROR_INVALID_ARGUMENT
+
+static void copy(char *dst, unsigned len, const char *src) {
+  snprintf(dst, len, "%s", src);
+}
+
+static int mig_on(gpu_t *g) {
+  return g->mig_supported && !getenv("FAKE_NVML_MIG_OFF");
+}
+
+/* ---- init ---- */
+nvmlReturn_t nvmlInit_v2(void) {
+  if (failing(__func__))
+    return NVML_ERROR_UNKNOWN;
+  init_count++;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlShutdown(void) {
+  if (init_count <= 0)
+    return NVML_ERROR_UNINITIALIZED;
+  init_count--;
+  return NVML_SUCCESS;
+}
+const char *nvmlErrorString(nvmlReturn_t r) {
+  return r == NVML_SUCCESS ? "Success" : "Fake NVML error";
+}
+/* For the test: how many nvmlInit_v2 are not yet shut down. */
+int fake_nvml_init_count(void) { return init_count; }
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned len) {
+  ENTER();
+  copy(v, len, "570.124.06");
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) {
+  ENTER();
+  *n = 2;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) {
+  ENTER();
+  if (i >= 2)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *h = &gpus[i];
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **h) {
+  ENTER();
+  for (int i = 0; i < 2; i++)
+    if (strcmp(uuid, gpus[i].uuid) == 0) {
+      *h = &gpus[i];
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+/* ---- static facts ---- */
+static void mig_uuid(char *buf, unsigned len, unsigned gi) {
+  snprintf(buf, len, "MIG-00000000-0000-0000-0000-%012u", gi);
+}
+nvmlReturn_t nvmlDeviceGetUUID(void *h, char *buf, unsigned len) {
+  ENTER();
+  if (h && *(int *)h == KIND_MIG) {
+    mig_uuid(buf, len, ((gi_t *)((char *)h - offsetof(gi_t, mig)))->id);
+    return NVML_SUCCESS;
+  }
+  GPU(h);
+  copy(buf, len, g->uuid);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetName(void *h, char *buf, unsigned len) {
+  ENTER();
+  GPU(h);
+  copy(buf, len, g->name);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetVbiosVersion(void *h, char *buf, unsigned len) {
+  ENTER();
+  GPU(h);
+  copy(buf, len, g->vbios);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetIndex(void *h, unsigned *i) {
+  ENTER();
+  GPU(h);
+  *i = (unsigned)(g - gpus);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNumaNodeId(void *h, unsigned *n) {
+  ENTER();
+  GPU(h);
+  if (g->numa < 0)
+    return NVML_ERROR_NOT_SUPPORTED;
+  *n = (unsigned)g->numa;
+  return NVML_SUCCESS;
+}
+typedef struct {
+  unsigned version;
+  unsigned long long total, reserved, free, used;
+} mem_v2_t;
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *h, mem_v2_t *m) {
+  ENTER();
+  GPU(h);
+  if (m->version != (sizeof(mem_v2_t) | (2u << 24)))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  m->total = g->mem_total;
+  m->reserved = 0;
+  m->used = g->mem_used;
+  m->free = g->mem_total - g->mem_used;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, unsigned long long m[3]) {
+  ENTER();
+  if (h && *(int *)h == KIND_MIG) {
+    gi_t *gi = (gi_t *)((char *)h - offsetof(gi_t, mig));
+    m[0] = gi->p->mem_mb * (1ULL << 20) - MIG_OVERHEAD;
+    m[1] = m[0];
+    m[2] = 0;
+    return NVML_SUCCESS;
+  }
+  GPU(h);
+  m[0] = g->mem_total;
+  m[1] = g->mem_total - g->mem_used;
+  m[2] = g->mem_used;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNumGpuCores(void *h, unsigned *n) {
+  ENTER();
+  GPU(h);
+  *n = g->cores;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {
+  ENTER();
+  GPU(h);
+  *major = (int)g->cc_major;
+  *minor = (int)g->cc_minor;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(void *h, int type, unsigned *mhz) {
+  ENTER();
+  GPU(h);
+  switch (type) {
+  case 0: *mhz = g->clk_gfx; return NVML_SUCCESS;
+  case 1: *mhz = g->clk_sm; return NVML_SUCCESS;
+  case 2: *mhz = g->clk_mem; return NVML_SUCCESS;
+  default: return NVML_ERROR_NOT_SUPPORTED;
+  }
+}
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(void *h, unsigned *v) {
+  ENTER();
+  GPU(h);
+  *v = g->pcie_gen;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(void *h, unsigned *v) {
+  ENTER();
+  GPU(h);
+  *v = g->pcie_width;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned *mw) {
+  ENTER();
+  GPU(h);
+  *mw = g->power_limit_mw;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(void *h, int type, unsigned *c) {
+  ENTER();
+  GPU(h);
+  if (type != 1) /* NVML_TEMPERATURE_THRESHOLD_SLOWDOWN */
+    return NVML_ERROR_NOT_SUPPORTED;
+  *c = g->slowdown_c;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetEccMode(void *h, int *cur, int *pend) {
+  ENTER();
+  GPU(h);
+  *cur = *pend = (int)g->ecc;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPersistenceMode(void *h, int *mode) {
+  ENTER();
+  GPU(h);
+  *mode = (int)g->persistence;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetArchitecture(void *h, unsigned *arch) {
+  ENTER();
+  GPU(h);
+  *arch = g->arch;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMigMode(void *h, unsigned *cur, unsigned *pend) {
+  ENTER();
+  GPU(h);
+  if (!g->mig_supported)
+    return NVML_ERROR_NOT_SUPPORTED;
+  *cur = *pend = (unsigned)mig_on(g);
+  return NVML_SUCCESS;
+}
+typedef struct {
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+} pci_t;
+static void fill_pci(pci_t *p, const gpu_t *g) {
+  memset(p, 0, sizeof *p);
+  copy(p->busId, sizeof p->busId, g->bus_id);
+  copy(p->busIdLegacy, sizeof p->busIdLegacy, g->bus_id + 4);
+  p->pciDeviceId = 0x233010de;
+}
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) {
+  ENTER();
+  GPU(h);
+  fill_pci(p, g);
+  return NVML_SUCCESS;
+}
+
+/* ---- topology ---- */
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level) {
+  ENTER();
+  if (!gpu(a) || !gpu(b))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *level = a == b ? 0 : 30; /* NVML_TOPOLOGY_HOSTBRIDGE */
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkState(void *h, unsigned link, int *active) {
+  ENTER();
+  GPU(h);
+  if (g->nvlinks == 0)
+    return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= g->nvlinks)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *active = 1;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(void *h, unsigned link, unsigned *v) {
+  ENTER();
+  GPU(h);
+  if (link >= g->nvlinks)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *v = g->nvlink_version;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(void *h, unsigned link, pci_t *p) {
+  ENTER();
+  GPU(h);
+  if (link >= g->nvlinks)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  fill_pci(p, &gpus[g->peer]);
+  return NVML_SUCCESS;
+}
+
+/* ---- metrics ---- */
+nvmlReturn_t nvmlDeviceGetPowerUsage(void *h, unsigned *mw) {
+  ENTER();
+  GPU(h);
+  *mw = g->power_mw;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetTemperature(void *h, int sensor, unsigned *c) {
+  ENTER();
+  GPU(h);
+  if (sensor != 0)
+    return NVML_ERROR_NOT_SUPPORTED;
+  *c = g->temp_c;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetUtilizationRates(void *h, unsigned u[2]) {
+  ENTER();
+  GPU(h);
+  u[0] = g->util_gpu;
+  u[1] = g->util_gpu / 2;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPcieThroughput(void *h, int counter, unsigned *kbps) {
+  ENTER();
+  GPU(h);
+  *kbps = counter == 0 ? g->pcie_tx_kbps : g->pcie_rx_kbps;
+  return NVML_SUCCESS;
+}
+typedef struct {
+  unsigned fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType;
+  nvmlReturn_t nvmlReturn;
+  unsigned long long value;
+} field_t;
+static unsigned long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (unsigned long long)t.tv_sec * 1000 + (unsigned long long)t.tv_nsec / 1000000;
+}
+nvmlReturn_t nvmlDeviceGetFieldValues(void *h, int n, field_t *v) {
+  ENTER();
+  GPU(h);
+  for (int i = 0; i < n; i++) {
+    v[i].nvmlReturn = NVML_SUCCESS;
+    v[i].valueType = 3; /* unsigned long long */
+    switch (v[i].fieldId) {
+    case 197: v[i].value = g->pcie_tx_bytes; break;
+    case 198: v[i].value = g->pcie_rx_bytes; break;
+    case 138: case 139: /* NVLink data KiB: 100 KiB per ms each way */
+      if (v[i].scopeId >= g->nvlinks)
+        v[i].nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+      else
+        v[i].value = now_ms() * 100;
+      break;
+    default: v[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+/* ---- processes (FAKE_NVML_PROCS=pid:gpu:bytes:smutil,...) ---- */
+typedef struct {
+  unsigned pid, gpu;
+  unsigned long long bytes;
+  unsigned sm;
+} proc_t;
+static unsigned procs(proc_t *out, unsigned max, unsigned gpu_index) {
+  const char *s = getenv("FAKE_NVML_PROCS");
+  unsigned n = 0;
+  while (s && *s && n < max) {
+    proc_t p;
+    int used = 0;
+    if (sscanf(s, "%u:%u:%llu:%u%n", &p.pid, &p.gpu, &p.bytes, &p.sm, &used) != 4)
+      break;
+    if (p.gpu == gpu_index)
+      out[n++] = p;
+    s += used;
+    if (*s == ',')
+      s++;
+  }
+  return n;
+}
+typedef struct {
+  unsigned pid;
+  unsigned long long usedGpuMemory;
+  unsigned gpuInstanceId, computeInstanceId;
+} pinfo_t;
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *count, pinfo_t *infos) {
+  ENTER();
+  GPU(h);
+  proc_t p[64];
+  unsigned n = procs(p, 64, (unsigned)(g - gpus));
+  if (!infos || *count < n) {
+    *count = n;
+    return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    infos[i].pid = p[i].pid;
+    infos[i].usedGpuMemory = p[i].bytes;
+    infos[i].gpuInstanceId = infos[i].computeInstanceId = 0xFFFFFFFF;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+typedef struct {
+  unsigned pid;
+  unsigned long long timeStamp;
+  unsigned smUtil, memUtil, encUtil, decUtil;
+} psample_t;
+nvmlReturn_t nvmlDeviceGetProcessUtilization(void *h, psample_t *s, unsigned *count,
+                                             unsigned long long last) {
+  ENTER();
+  GPU(h);
+  (void)last;
+  proc_t p[64];
+  unsigned n = procs(p, 64, (unsigned)(g - gpus));
+  if (!s || *count < n) {
+    *count = n;
+    return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    memset(&s[i], 0, sizeof s[i]);
+    s[i].pid = p[i].pid;
+    s[i].timeStamp = 1000 + i;
+    s[i].smUtil = p[i].sm;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+/* ---- GPM (GPU 0 only): SM util 37.5 %, any-tensor 12 % ---- */
+typedef struct { unsigned version, isSupportedDevice; } gpm_support_t;
+typedef struct {
+  unsigned metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct { char *shortName, *longName, *unit; } metricInfo;
+} gpm_metric_t;
+typedef struct {
+  unsigned version, numMetrics;
+  void *sample1, *sample2;
+  gpm_metric_t metrics[98];
+} gpm_get_t;
+nvmlReturn_t nvmlGpmQueryDeviceSupport(void *h, gpm_support_t *s) {
+  ENTER();
+  GPU(h);
+  if (s->version != 1)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  s->isSupportedDevice = g->gpm;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlGpmSampleAlloc(void **s) {
+  ENTER();
+  *s = calloc(1, sizeof(void *));
+  return *s ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+nvmlReturn_t nvmlGpmSampleFree(void *s) {
+  free(s);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlGpmSampleGet(void *h, void *s) {
+  ENTER();
+  GPU(h);
+  if (!g->gpm)
+    return NVML_ERROR_NOT_SUPPORTED;
+  *(void **)s = g;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlGpmMetricsGet(gpm_get_t *m) {
+  ENTER();
+  if (m->version != 1 || m->numMetrics > 98 || !m->sample1 || !m->sample2)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < m->numMetrics; i++) {
+    m->metrics[i].nvmlReturn = NVML_SUCCESS;
+    switch (m->metrics[i].metricId) {
+    case 2: m->metrics[i].value = 37.5; break;
+    case 5: m->metrics[i].value = 12.0; break;
+    default: m->metrics[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+/* ---- MIG instances (GPU 0) ---- */
+typedef struct {
+  unsigned version, id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
+      copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
+  unsigned long long memorySizeMB;
+  char name[96];
+} gi_profile_v2_t;
+static const profile_t *find_profile(unsigned id) {
+  for (size_t i = 0; i < NPROFILES; i++)
+    if (profiles[i].id == (int)id)
+      return &profiles[i];
+  return NULL;
+}
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(void *h, unsigned id, gi_profile_v2_t *info) {
+  ENTER();
+  GPU(h);
+  if (info->version != (sizeof(gi_profile_v2_t) | (2u << 24)))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (!mig_on(g))
+    return NVML_ERROR_NOT_SUPPORTED;
+  if (id >= 13)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const profile_t *p = find_profile(id);
+  if (!p)
+    return NVML_ERROR_NOT_SUPPORTED;
+  memset((char *)info + sizeof info->version, 0, sizeof *info - sizeof info->version);
+  info->id = id;
+  info->sliceCount = p->slices;
+  info->instanceCount = p->instances;
+  info->multiprocessorCount = p->sms;
+  info->memorySizeMB = p->mem_mb;
+  copy(info->name, sizeof info->name, p->name);
+  return NVML_SUCCESS;
+}
+static unsigned used_slices(void) {
+  unsigned n = 0;
+  for (int i = 0; i < MAX_GI; i++)
+    if (gis[i].used)
+      n += gis[i].p->slices;
+  return n;
+}
+static unsigned count_of(const profile_t *p) {
+  unsigned n = 0;
+  for (int i = 0; i < MAX_GI; i++)
+    n += gis[i].used && gis[i].p == p;
+  return n;
+}
+nvmlReturn_t nvmlDeviceCreateGpuInstance(void *h, unsigned id, void **out) {
+  ENTER();
+  GPU(h);
+  if (!mig_on(g))
+    return NVML_ERROR_NOT_SUPPORTED;
+  const profile_t *p = find_profile(id);
+  if (!p)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (used_slices() + p->slices > SLICES || count_of(p) >= p->instances)
+    return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  for (int i = 0; i < MAX_GI; i++)
+    if (!gis[i].used) {
+      memset(&gis[i], 0, sizeof gis[i]);
+      gis[i].kind = KIND_GI;
+      gis[i].used = 1;
+      gis[i].id = next_gi_id++;
+      gis[i].p = p;
+      gis[i].ci.kind = KIND_CI;
+      gis[i].mig.kind = KIND_MIG;
+      gis[i].mig.gi = gis[i].id;
+      *out = &gis[i];
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_INSUFFICIENT_RESOURCES;
+}
+static gi_t *as_gi(void *h) {
+  for (int i = 0; i < MAX_GI; i++)
+    if (h == &gis[i] && gis[i].used)
+      return &gis[i];
+  return NULL;
+}
+nvmlReturn_t nvmlGpuInstanceDestroy(void *h) {
+  ENTER();
+  gi_t *gi = as_gi(h);
+  if (!gi)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (gi->ci.used)
+    return NVML_ERROR_IN_USE;
+  gi->used = 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetGpuInstances(void *h, unsigned id, void **out, unsigned *count) {
+  ENTER();
+  GPU(h);
+  if (!mig_on(g))
+    return NVML_ERROR_NOT_SUPPORTED;
+  const profile_t *p = find_profile(id);
+  if (!p)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned n = 0;
+  for (int i = 0; i < MAX_GI; i++)
+    if (gis[i].used && gis[i].p == p)
+      out[n++] = &gis[i]; /* caller sized the array to the profile's instance count */
+  *count = n;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(void *h, unsigned id, void **out) {
+  ENTER();
+  GPU(h);
+  for (int i = 0; i < MAX_GI; i++)
+    if (gis[i].used && gis[i].id == id) {
+      *out = &gis[i];
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_NOT_FOUND;
+}
+typedef struct {
+  void *device;
+  unsigned id, profileId, start, size;
+} gi_info_t;
+nvmlReturn_t nvmlGpuInstanceGetInfo(void *h, gi_info_t *info) {
+  ENTER();
+  gi_t *gi = as_gi(h);
+  if (!gi)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  info->device = &gpus[0];
+  info->id = gi->id;
+  info->profileId = (unsigned)gi->p->id;
+  info->start = 0;
+  info->size = gi->p->slices;
+  return NVML_SUCCESS;
+}
+typedef struct {
+  unsigned id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
+      sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+} ci_profile_t;
+/* Only the compute-instance profile spanning the whole GPU instance. */
+static int ci_profile_slices(unsigned ci) {
+  static const int s[] = {1, 2, 3, 4, 7, 8, 6};
+  return ci < 7 ? s[ci] : -1;
+}
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(void *h, unsigned prof, unsigned eng,
+                                                          ci_profile_t *info) {
+  ENTER();
+  gi_t *gi = as_gi(h);
+  if (!gi || eng != 0)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (ci_profile_slices(prof) != (int)gi->p->slices)
+    return NVML_ERROR_NOT_SUPPORTED;
+  memset(info, 0, sizeof *info);
+  info->id = prof;
+  info->sliceCount = gi->p->slices;
+  info->instanceCount = 1;
+  info->multiprocessorCount = gi->p->sms;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(void *h, unsigned prof, void **out) {
+  ENTER();
+  gi_t *gi = as_gi(h);
+  if (!gi)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (ci_profile_slices(prof) != (int)gi->p->slices)
+    return NVML_ERROR_NOT_SUPPORTED;
+  if (gi->ci.used)
+    return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  gi->ci.used = 1;
+  *out = &gi->ci;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlGpuInstanceGetComputeInstances(void *h, unsigned prof, void **out, unsigned *count) {
+  ENTER();
+  gi_t *gi = as_gi(h);
+  if (!gi)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *count = 0;
+  if (gi->ci.used && ci_profile_slices(prof) == (int)gi->p->slices) {
+    out[0] = &gi->ci;
+    *count = 1;
+  }
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlComputeInstanceDestroy(void *h) {
+  ENTER();
+  for (int i = 0; i < MAX_GI; i++)
+    if (h == &gis[i].ci && gis[i].used && gis[i].ci.used) {
+      gis[i].ci.used = 0;
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned *n) {
+  ENTER();
+  GPU(h);
+  *n = g->mig_supported ? MAX_GI : 0;
+  return NVML_SUCCESS;
+}
+/* MIG devices exist for GPU instances with a compute instance, densely indexed. */
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned index, void **out) {
+  ENTER();
+  GPU(h);
+  if (!mig_on(g))
+    return NVML_ERROR_NOT_SUPPORTED;
+  unsigned k = 0;
+  for (int i = 0; i < MAX_GI; i++)
+    if (gis[i].used && gis[i].ci.used && k++ == index) {
+      *out = &gis[i].mig;
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_NOT_FOUND;
+}
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(void *h, unsigned *id) {
+  ENTER();
+  if (!h || *(int *)h != KIND_MIG)
+    return NVML_ERROR_NOT_SUPPORTED;
+  *id = ((gi_t *)((char *)h - offsetof(gi_t, mig)))->id;
+  return NVML_SUCCESS;
+}

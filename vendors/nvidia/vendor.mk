@@ -1,0 +1,30 @@
+# The nvidia vendor's tests: fake libnvidia-ml.so.1 / libcuda.so.1 (C,
+# c-tests/fakes) and c-tests/test_nvidia.c, driven through the C ABI.
+NVIDIA_FAKES := $(BUILD)/fakes/nvidia
+NVIDIA_TEST_ENV = ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error
+
+$(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/nvml.c
+	@mkdir -p $(NVIDIA_FAKES)
+	$(CC) $(CFLAGS) -shared -fPIC -o $@ $<
+
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda.c
+	@mkdir -p $(NVIDIA_FAKES)
+	$(CC) $(CFLAGS) -shared -fPIC -o $@ $<
+
+$(BUILD)/c-tests/test_nvidia: c-tests/test_nvidia.c c-tests/test_util.h include/accelerator.h
+	@mkdir -p $(BUILD)/c-tests
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread -lm
+
+NVIDIA_TEST_DEPS := $(BUILD)/libaccelerator_nvidia.so $(BUILD)/c-tests/test_nvidia \
+                    $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1
+
+.PHONY: test-nvidia test-nvidia-valgrind
+test-nvidia: $(NVIDIA_TEST_DEPS)
+	$(NVIDIA_TEST_ENV) $(BUILD)/c-tests/test_nvidia $(BUILD)/libaccelerator_nvidia.so $(NVIDIA_FAKES)
+
+test-nvidia-valgrind: $(NVIDIA_TEST_DEPS)
+	$(NVIDIA_TEST_ENV) ACCELERATOR_TEST_QUICK=1 \
+	  $(VALGRIND) $(BUILD)/c-tests/test_nvidia $(BUILD)/libaccelerator_nvidia.so $(NVIDIA_FAKES)
+
+TEST_RUN_EXTRA += test-nvidia
+VALGRIND_EXTRA += test-nvidia-valgrind
