@@ -177,16 +177,7 @@ int main(int argc, char **argv) {
   p_freeExtendedDeviceInfo(&info);
   EXPECT_RC(p_getDeviceInfo(2, &info), RESULT_ERROR_NOT_FOUND);
 
-  /* cached discovery is cheap and thread safe */
-  if (!test_quick()) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < 1000; i++)
-      p_GetAllDevices(d, 4, &n);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / 1000;
-    CHECK(us < 100, "cached GetAllDevices takes %.1f us", us);
-  }
+  /* cached discovery is thread safe (its speed is measured by `make bench`) */
   atomic_int bad = 0;
   pthread_t th[4];
   for (int i = 0; i < 4; i++)
@@ -336,7 +327,18 @@ int main(int argc, char **argv) {
   CHECK(NEAR(m[0].temperatureCelsius, 45) && NEAR(m[1].temperatureCelsius, 61), "temperature");
   CHECK(m[0].pcieRxBytes == 1000000 && m[0].pcieTxBytes == 2000000 && m[1].pcieRxBytes == 3000000,
         "pcie counters");
+  /* GPM needs two samples: the first call on a device reports the
+   * utilization rate (40 %, no tensor figure) and keeps its sample; a call
+   * at least 100 ms later measures GPM between the two; a call sooner than
+   * that repeats the last reading rather than measuring a tiny interval. */
+  CHECK(m[0].smActivePercent == 40 && m[0].tensorCoreUsagePercent == 0, "first reading %u %u",
+        m[0].smActivePercent, m[0].tensorCoreUsagePercent);
+  usleep(120 * 1000);
+  EXPECT_RC(p_GetDeviceMetrics(uu, 2, m), RESULT_SUCCESS);
   CHECK(m[0].smActivePercent == 38 && m[0].tensorCoreUsagePercent == 12, "GPM %u %u",
+        m[0].smActivePercent, m[0].tensorCoreUsagePercent);
+  EXPECT_RC(p_GetDeviceMetrics(uu, 2, m), RESULT_SUCCESS);
+  CHECK(m[0].smActivePercent == 38 && m[0].tensorCoreUsagePercent == 12, "GPM repeated %u %u",
         m[0].smActivePercent, m[0].tensorCoreUsagePercent);
   CHECK(m[1].smActivePercent == 55 && m[1].tensorCoreUsagePercent == 0, "utilization rates");
   CHECK(m[0].memoryUsedBytes == GIB && m[0].memoryTotalBytes == 80 * GIB, "memory");

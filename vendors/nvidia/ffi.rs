@@ -136,14 +136,19 @@ pub struct GiProfile {
 pub struct Gi(Handle);
 /// A compute instance handle.
 pub struct Ci(Handle);
-/// A GPM sample buffer, freed on drop.
-pub struct GpmSample<'a> {
+/// nvmlGpmSampleFree.
+type GpmFree = unsafe extern "C" fn(Handle) -> NvmlRet;
+
+/// A GPM sample buffer, freed on drop. It keeps the free function rather
+/// than a borrow of the library so the vendor can hold the previous sample
+/// between calls; libnvidia-ml stays loaded for as long as the vendor lives.
+pub struct GpmSample {
     ptr: Handle,
-    ext: &'a NvmlExt,
+    free: GpmFree,
 }
 // SAFETY: NVML handles are process-global identifiers, documented as usable
 // from any thread; the sample buffer is only touched through NVML calls.
-unsafe impl Send for GpmSample<'_> {}
+unsafe impl Send for GpmSample {}
 
 fn handle(dev: &Device) -> Handle {
     // SAFETY: the handle is only passed back to NVML while `dev` borrows a live Nvml.
@@ -490,7 +495,7 @@ impl NvmlExt {
         unsafe { f(handle(dev), &mut s) == NVML_SUCCESS && s.is_supported_device != 0 }
     }
 
-    pub fn gpm_sample(&self, dev: &Device) -> Result<GpmSample<'_>, NvmlRet> {
+    pub fn gpm_sample(&self, dev: &Device) -> Result<GpmSample, NvmlRet> {
         let alloc = sym!(
             self.lib,
             "nvmlGpmSampleAlloc",
@@ -501,10 +506,11 @@ impl NvmlExt {
             "nvmlGpmSampleGet",
             unsafe extern "C" fn(Handle, Handle) -> NvmlRet
         );
+        let free: GpmFree = *sym!(self.lib, "nvmlGpmSampleFree", GpmFree);
         let mut p: Handle = std::ptr::null_mut();
         // SAFETY: out pointer; the sample is freed by GpmSample's Drop.
         ok(unsafe { alloc(&mut p) })?;
-        let s = GpmSample { ptr: p, ext: self };
+        let s = GpmSample { ptr: p, free };
         // SAFETY: valid device handle and sample.
         ok(unsafe { get(handle(dev), s.ptr) })?;
         Ok(s)
@@ -547,14 +553,10 @@ impl NvmlExt {
     }
 }
 
-impl Drop for GpmSample<'_> {
+impl Drop for GpmSample {
     fn drop(&mut self) {
-        type F = unsafe extern "C" fn(Handle) -> NvmlRet;
-        // SAFETY: prototype from nvml.h; the sample came from nvmlGpmSampleAlloc.
-        if let Ok(f) = unsafe { self.ext.lib.get::<F>(b"nvmlGpmSampleFree\0") } {
-            // SAFETY: freed once, here.
-            unsafe { f(self.ptr) };
-        }
+        // SAFETY: the sample came from nvmlGpmSampleAlloc and is freed once, here.
+        unsafe { (self.free)(self.ptr) };
     }
 }
 

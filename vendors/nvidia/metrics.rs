@@ -1,7 +1,7 @@
 //! Device and per-process metrics from NVML.
 
 use super::discovery::Dev;
-use super::{handle, Driver, NvError};
+use super::{ffi, handle, Driver, NvError};
 use crate::vendor::{ExtendedMetrics, Metrics, ProcessCompute, ProcessMemory, ProcessQuery};
 use accel_common::Res;
 use nvml_wrapper::enum_wrappers::device::{PcieUtilCounter, TemperatureSensor};
@@ -18,15 +18,25 @@ const FI_NVLINK_THROUGHPUT_DATA_RX: u32 = 139;
 /// GPM metric ids (nvmlGpmMetricId_t).
 const GPM_SM_UTIL: u32 = 2;
 const GPM_ANY_TENSOR_UTIL: u32 = 5;
-/// Interval between the two GPM samples a reading needs.
-const GPM_INTERVAL: Duration = Duration::from_millis(50);
+/// Shortest interval between the two GPM samples of a reading: calls closer
+/// together than this get the previous reading again.
+const GPM_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// Interval for the first NVLink throughput reading of a device.
 const COUNTER_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Per device: the last GPM sample, when it was taken, and the reading it
+/// ended (SM %, tensor %).
+pub(crate) type GpmSamples = HashMap<usize, (ffi::GpmSample, Instant, Option<(u32, u32)>)>;
 
 /// Previous NVLink data counters (KiB, tx + rx per link) per device.
 pub(crate) type Counters = HashMap<usize, (Instant, Vec<u64>)>;
 
-pub(crate) fn device(drv: &Driver, dev: &Dev) -> Res<Metrics> {
+pub(crate) fn device(
+    drv: &Driver,
+    index: usize,
+    dev: &Dev,
+    gpm: &Mutex<GpmSamples>,
+) -> Res<Metrics> {
     let d = handle(drv, dev)?;
     let pcie = drv
         .ext
@@ -36,7 +46,7 @@ pub(crate) fn device(drv: &Driver, dev: &Dev) -> Res<Metrics> {
         )
         .unwrap_or_default();
     let field = |k: usize| pcie.get(k).and_then(|r| r.ok()).unwrap_or(0);
-    let (sm, tensor) = activity(drv, dev, &d);
+    let (sm, tensor) = activity(drv, index, dev, &d, gpm);
     let mem = d.memory_info().ok();
     Ok(Metrics {
         device_uuid: dev.info.uuid.clone(),
@@ -55,22 +65,41 @@ pub(crate) fn device(drv: &Driver, dev: &Dev) -> Res<Metrics> {
 
 /// SM active % and tensor-core activity %: GPM where the device has it,
 /// else NVML's utilization rate (and no tensor figure: 0).
-fn activity(drv: &Driver, dev: &Dev, d: &nvml_wrapper::Device) -> (u32, u32) {
+///
+/// GPM measures between two samples. Rather than sleeping inside the call,
+/// each call takes one sample and measures against the previous call's, so
+/// a reading covers the interval since the last one. The first call on a
+/// device has no previous sample and reports the utilization rate instead.
+fn activity(
+    drv: &Driver,
+    index: usize,
+    dev: &Dev,
+    d: &nvml_wrapper::Device,
+    gpm: &Mutex<GpmSamples>,
+) -> (u32, u32) {
     if dev.gpm {
-        let reading = (|| {
-            let a = drv.ext.gpm_sample(d)?;
-            std::thread::sleep(GPM_INTERVAL);
-            let b = drv.ext.gpm_sample(d)?;
-            drv.ext
-                .gpm_metrics(&a, &b, &[GPM_SM_UTIL, GPM_ANY_TENSOR_UTIL])
-        })();
-        if let Ok(v) = reading {
-            let pct = |k: usize| {
-                v.get(k)
-                    .and_then(|r| r.ok())
-                    .map_or(0, |x| x.clamp(0.0, 100.0).round() as u32)
-            };
-            return (pct(0), pct(1));
+        let mut samples = gpm.lock();
+        match samples.get(&index) {
+            Some((_, at, Some(reading))) if at.elapsed() < GPM_MIN_INTERVAL => return *reading,
+            _ => {}
+        }
+        if let Ok(now) = drv.ext.gpm_sample(d) {
+            let reading = samples.get(&index).and_then(|(prev, _, _)| {
+                let v = drv
+                    .ext
+                    .gpm_metrics(prev, &now, &[GPM_SM_UTIL, GPM_ANY_TENSOR_UTIL])
+                    .ok()?;
+                let pct = |k: usize| {
+                    v.get(k)
+                        .and_then(|r| r.as_ref().ok())
+                        .map_or(0, |x| x.clamp(0.0, 100.0).round() as u32)
+                };
+                Some((pct(0), pct(1)))
+            });
+            samples.insert(index, (now, Instant::now(), reading));
+            if let Some(r) = reading {
+                return r;
+            }
         }
     }
     (d.utilization_rates().map_or(0, |u| u.gpu), 0)

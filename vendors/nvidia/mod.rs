@@ -95,6 +95,7 @@ pub fn open() -> Res<Box<dyn Vendor>> {
         devs,
         created: Mutex::new(Vec::new()),
         counters: Mutex::new(Default::default()),
+        gpm: Mutex::new(Default::default()),
     }))
 }
 
@@ -113,6 +114,8 @@ pub(crate) struct Nvidia {
     created: Mutex<Vec<(usize, String, u32)>>,
     /// Previous NVLink counters per device, for throughput.
     counters: Mutex<metrics::Counters>,
+    /// Previous GPM sample per device, for SM and tensor activity.
+    gpm: Mutex<metrics::GpmSamples>,
 }
 
 impl Nvidia {
@@ -200,8 +203,8 @@ impl Vendor for Nvidia {
     }
 
     fn metrics(&self, device_uuid: &str) -> Res<Metrics> {
-        let (_, dev) = self.by_uuid(device_uuid)?;
-        with_driver(|drv| metrics::device(drv, dev))
+        let (i, dev) = self.by_uuid(device_uuid)?;
+        with_driver(|drv| metrics::device(drv, i, dev, &self.gpm))
     }
 
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics> {
