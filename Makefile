@@ -60,7 +60,7 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/*.h include/accelerator.h
 # Extra test steps added by component fragments (vendors, limiter, go).
 TEST_RUN_EXTRA :=
 VALGRIND_EXTRA :=
--include vendors/*/vendor.mk limiter/limiter.mk go/go.mk
+-include vendors/*/vendor.mk limiter/limiter.mk go/go.mk packaging/packaging.mk probe/probe.mk
 
 test-run: $(BUILD)/libaccelerator.so $(addprefix $(BUILD)/c-tests/,$(C_TESTS)) $(TEST_RUN_EXTRA)
 	$(CARGO) run -q --target-dir target/stub --example layout > $(BUILD)/layout.rust.txt

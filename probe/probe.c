@@ -146,7 +146,7 @@ static void jstr(const char *s, size_t max) {
 static void jkey(const char *key) { printf("\"%s\":", key); }
 static void jdouble(double v) {
     if (isfinite(v))
-        printf("%.15g", v);
+        printf("%.17g", v); /* round-trips exactly */
     else
         fputs("null", stdout);
 }

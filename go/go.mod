@@ -1,0 +1,3 @@
+module github.com/accelerator-provider/accelerator/go
+
+go 1.21

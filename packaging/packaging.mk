@@ -1,0 +1,90 @@
+# Packaging: make install, make dist, make install-test.
+#
+#   make install [PREFIX=/usr/local] [DESTDIR=] [LIBDIR=$(PREFIX)/lib]
+#                [INSTALL_VENDOR=stub]
+# installs libaccelerator.so.$(VERSION) (built for INSTALL_VENDOR) with the
+# links libaccelerator.so -> .so.$(SOVERSION) -> .so.$(VERSION), accelerator.h
+# and accelerator.pc; and likewise liblimiter, limiter.h and limiter.pc when
+# the limiter is part of the tree (limiter/limiter.mk, `make limiter`).
+#
+#   make dist
+# writes $(BUILD)/accelerator-$(VERSION).tar.gz: the three vendor builds,
+# liblimiter, headers, relocatable pkg-config files and README.
+#
+# The version is Cargo.toml's [workspace.package] version, nowhere else.
+
+VERSION      := $(shell packaging/version.sh)
+SOVERSION    := $(firstword $(subst ., ,$(VERSION)))
+PREFIX       ?= /usr/local
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR      ?=
+INSTALL      ?= install
+INSTALL_VENDOR ?= stub
+
+HAVE_LIMITER := $(wildcard limiter/limiter.mk)
+PKG_LIBS     := accelerator $(if $(HAVE_LIMITER),limiter)
+# What each installed library is built from.
+PKG_SRC_accelerator := $(BUILD)/libaccelerator_$(INSTALL_VENDOR).so
+PKG_SRC_limiter     := $(BUILD)/liblimiter.so
+
+.PHONY: install uninstall dist install-test
+install: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
+	@test -n "$(VERSION)" || { echo "no version in Cargo.toml [workspace.package]"; exit 1; }
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	set -e; $(foreach l,$(PKG_LIBS), \
+	  $(INSTALL) -m 0755 $(PKG_SRC_$(l)) $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION); \
+	  ln -sfn lib$(l).so.$(VERSION) $(DESTDIR)$(LIBDIR)/lib$(l).so.$(SOVERSION); \
+	  ln -sfn lib$(l).so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/lib$(l).so; \
+	  $(INSTALL) -m 0644 include/$(l).h $(DESTDIR)$(INCLUDEDIR)/$(l).h; \
+	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	      -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	      packaging/$(l).pc.in > $(DESTDIR)$(PKGCONFIGDIR)/$(l).pc; \
+	  chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/$(l).pc;)
+
+uninstall:
+	$(foreach l,accelerator limiter, \
+	  rm -f $(DESTDIR)$(LIBDIR)/lib$(l).so $(DESTDIR)$(LIBDIR)/lib$(l).so.$(SOVERSION) \
+	        $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/$(l).h \
+	        $(DESTDIR)$(PKGCONFIGDIR)/$(l).pc;)
+
+# The tarball is a relocatable prefix: pkg-config files find their own
+# directory (${pcfiledir}); each vendor build sits in lib/<vendor>/ with
+# its links, and accelerator.pc picks one through its `vendor` variable
+# (stub by default: pkg-config --define-variable=vendor=nvidia ...).
+DIST_NAME    := accelerator-$(VERSION)
+DIST_VENDORS := stub nvidia ascend
+DIST_STAGE   := $(BUILD)/dist/$(DIST_NAME)
+dist: $(foreach v,$(DIST_VENDORS),$(BUILD)/libaccelerator_$(v).so) \
+      $(if $(HAVE_LIMITER),$(BUILD)/liblimiter.so)
+	rm -rf $(BUILD)/dist
+	$(INSTALL) -d $(DIST_STAGE)/include $(DIST_STAGE)/lib/pkgconfig
+	set -e; $(foreach v,$(DIST_VENDORS), \
+	  $(INSTALL) -d $(DIST_STAGE)/lib/$(v); \
+	  $(INSTALL) -m 0755 $(BUILD)/libaccelerator_$(v).so $(DIST_STAGE)/lib/$(v)/libaccelerator.so.$(VERSION); \
+	  ln -sfn libaccelerator.so.$(VERSION) $(DIST_STAGE)/lib/$(v)/libaccelerator.so.$(SOVERSION); \
+	  ln -sfn libaccelerator.so.$(SOVERSION) $(DIST_STAGE)/lib/$(v)/libaccelerator.so;)
+	set -e; $(foreach l,$(PKG_LIBS), \
+	  $(INSTALL) -m 0644 include/$(l).h $(DIST_STAGE)/include/$(l).h; \
+	  sed -e 's|@PREFIX@|$${pcfiledir}/../..|' -e 's|@INCLUDEDIR@|$${prefix}/include|' \
+	      -e 's|@VERSION@|$(VERSION)|' \
+	      -e '$(if $(filter accelerator,$(l)),s|^libdir=@LIBDIR@|vendor=stub\nlibdir=$${prefix}/lib/$${vendor}|,s|@LIBDIR@|$${prefix}/lib|)' \
+	      packaging/$(l).pc.in > $(DIST_STAGE)/lib/pkgconfig/$(l).pc;)
+	$(if $(HAVE_LIMITER), \
+	  $(INSTALL) -m 0755 $(BUILD)/liblimiter.so $(DIST_STAGE)/lib/liblimiter.so.$(VERSION); \
+	  ln -sfn liblimiter.so.$(VERSION) $(DIST_STAGE)/lib/liblimiter.so.$(SOVERSION); \
+	  ln -sfn liblimiter.so.$(SOVERSION) $(DIST_STAGE)/lib/liblimiter.so)
+	$(INSTALL) -m 0644 README.md $(DIST_STAGE)/README.md
+	$(if $(wildcard LICENSE*),$(INSTALL) -m 0644 $(wildcard LICENSE*) $(DIST_STAGE)/)
+	echo $(VERSION) > $(DIST_STAGE)/VERSION
+	tar -C $(BUILD)/dist --owner=0 --group=0 --numeric-owner --sort=name \
+	  -czf $(BUILD)/$(DIST_NAME).tar.gz $(DIST_NAME)
+	@echo "wrote $(BUILD)/$(DIST_NAME).tar.gz"; tar -tzvf $(BUILD)/$(DIST_NAME).tar.gz
+
+# Install into a temporary prefix (DESTDIR), then build and run a C program
+# and the Go package against the installed copy through pkg-config alone.
+install-test: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
+	MAKE="$(MAKE)" GO="$(GO)" CC="$(CC)" packaging/install-test.sh
+
+TEST_RUN_EXTRA += install-test

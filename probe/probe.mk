@@ -1,0 +1,15 @@
+# The probe's own test: text, --json and --watch against the stub build.
+.PHONY: test-probe
+test-probe: $(BUILD)/libaccelerator.so $(BUILD)/probe
+	probe/test_probe.sh $(BUILD)/probe $(BUILD)/libaccelerator.so
+
+TEST_RUN_EXTRA += test-probe
+
+# The probe frees everything it is given: check it under valgrind too.
+.PHONY: valgrind-probe
+valgrind-probe: $(BUILD)/libaccelerator.so $(BUILD)/probe
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(VALGRIND) $(BUILD)/probe $(BUILD)/libaccelerator.so > /dev/null
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(VALGRIND) $(BUILD)/probe --json --watch 0.1 --count 2 \
+	  $(BUILD)/libaccelerator.so > /dev/null
+
+VALGRIND_EXTRA += valgrind-probe
