@@ -1255,7 +1255,7 @@ static void test_persistent_state(void) {
   CHECK(mem_used(dev) == base, "memoryUsed after removing the child's partition");
 
   /* Files are private to the user. */
-  const char *files[] = {"stub-state", "limits"};
+  const char *files[] = {"stub-state", "limiter.shm"};
   for (size_t i = 0; i < 2; i++) {
     char p[PATH_MAX + 32];
     struct stat st;

@@ -1,42 +1,17 @@
 //! Hard limits per worker and device: one-time (the same value again is
-//! fine, a different one is OPERATION_FAILED) and kept in the node's state
-//! directory so a restarted hypervisor finds them again.
+//! fine, a different one is OPERATION_FAILED), written into the limiter's
+//! shared state (`accel_common::shm`), where liblimiter.so enforces them on
+//! every allocation and kernel launch of the worker's processes and where a
+//! restarted hypervisor finds them again.
 
-use accel_common::store::Store;
-use accel_common::{Error, Res};
-
-const STORE: &str = "limits";
-const MAGIC: &str = "accelerator-limits";
-
-fn store() -> Store {
-    Store::new(STORE, MAGIC)
-}
-
-fn set(kind: &'static str, worker: &str, uuid: &str, value: u64) -> Res<()> {
-    store().update(|records| {
-        let existing = records
-            .iter()
-            .find(|r| r.len() == 4 && r[0] == kind && r[1] == worker && r[2] == uuid);
-        match existing {
-            Some(r) if r[3] == value.to_string() => Ok(()),
-            Some(r) => Err(Error::OperationFailed(format!(
-                "{kind} limit of worker {worker:?} on {uuid:?} is already {} (hard limits are one-time)",
-                r[3]
-            ))),
-            None => {
-                records.push(vec![kind.into(), worker.into(), uuid.into(), value.to_string()]);
-                Ok(())
-            }
-        }
-    })
-}
+use accel_common::{shm, Res};
 
 pub fn set_memory(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
-    set("memory", worker, uuid, bytes)
+    shm::set_memory_limit(worker, uuid, bytes)
 }
 
 pub fn set_compute(worker: &str, uuid: &str, percent: u32) -> Res<()> {
-    set("compute", worker, uuid, u64::from(percent))
+    shm::set_compute_limit(worker, uuid, percent)
 }
 
 /// One worker's limit on one device.
@@ -49,35 +24,15 @@ pub struct Limit {
 }
 
 /// Every limit set on the node.
+#[allow(dead_code)] // not every vendor build reads them
 pub fn all() -> Res<Vec<Limit>> {
-    let mut out: Vec<Limit> = Vec::new();
-    for r in store().read()? {
-        if r.len() != 4 {
-            continue;
-        }
-        let value: u64 = r[3].parse().map_err(|_| {
-            Error::OperationFailed(format!("limits store holds a bad value {:?}", r[3]))
-        })?;
-        let idx = match out
-            .iter()
-            .position(|l| l.worker == r[1] && l.device_uuid == r[2])
-        {
-            Some(i) => i,
-            None => {
-                out.push(Limit {
-                    worker: r[1].clone(),
-                    device_uuid: r[2].clone(),
-                    memory_bytes: None,
-                    compute_percent: None,
-                });
-                out.len() - 1
-            }
-        };
-        match r[0].as_str() {
-            "memory" => out[idx].memory_bytes = Some(value),
-            "compute" => out[idx].compute_percent = u32::try_from(value).ok(),
-            _ => {}
-        }
-    }
-    Ok(out)
+    Ok(shm::limits()?
+        .into_iter()
+        .map(|l| Limit {
+            worker: l.worker,
+            device_uuid: l.device_uuid,
+            memory_bytes: l.memory_bytes,
+            compute_percent: l.compute_percent,
+        })
+        .collect())
 }

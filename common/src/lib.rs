@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod result;
+pub mod shm;
 pub mod statedir;
 pub mod store;
 

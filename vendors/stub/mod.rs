@@ -23,6 +23,9 @@ struct Stub {
     devices: Vec<DeviceInfo>,
 }
 
+/// (process id, device index, running, bytes recorded by the limiter).
+type Covered = (String, usize, bool, Option<u64>);
+
 impl Stub {
     fn from_env() -> Res<Stub> {
         let count = match std::env::var("ACCELERATOR_STUB_DEVICES") {
@@ -71,13 +74,28 @@ impl Stub {
             .unwrap_or(p.pid as usize % self.devices.len())
     }
 
-    /// Every (process id, device index, running) the query covers.
-    fn covered(&self, query: &ProcessQuery) -> Res<Vec<(String, usize, bool)>> {
-        let mut out = Vec::new();
+    /// Every (process id, device index, running, bytes the limiter
+    /// recorded) the query covers: the tracked processes, the processes
+    /// liblimiter.so recorded on this vendor's devices, and named ones.
+    fn covered(&self, query: &ProcessQuery) -> Res<Vec<Covered>> {
+        let mut out: Vec<Covered> = Vec::new();
         for p in state::processes()? {
             let dev = self.home_of(&p);
             if query.covers_device(&self.devices[dev].uuid) {
-                out.push((p.pid.to_string(), dev, !p.snapshotted));
+                out.push((p.pid.to_string(), dev, !p.snapshotted, None));
+            }
+        }
+        for u in accel_common::shm::processes()? {
+            let Ok(dev) = self.index_of(&u.device_uuid) else {
+                continue;
+            };
+            if !query.covers_device(&u.device_uuid) {
+                continue;
+            }
+            let id = u.pid.to_string();
+            match out.iter_mut().find(|(i, d, _, _)| *i == id && *d == dev) {
+                Some(entry) => entry.3 = Some(u.memory_bytes),
+                None => out.push((id, dev, true, Some(u.memory_bytes))),
             }
         }
         for (dev, d) in self.devices.iter().enumerate() {
@@ -85,8 +103,8 @@ impl Stub {
                 continue;
             }
             for name in query.named {
-                if !out.iter().any(|(id, i, _)| id == name && *i == dev) {
-                    out.push((name.clone(), dev, true));
+                if !out.iter().any(|(id, i, _, _)| id == name && *i == dev) {
+                    out.push((name.clone(), dev, true, None));
                 }
             }
         }
@@ -201,7 +219,7 @@ impl Vendor for Stub {
         Ok(self
             .covered(query)?
             .into_iter()
-            .map(|(id, dev, running)| {
+            .map(|(id, dev, running, _)| {
                 let uuid = &self.devices[dev].uuid;
                 let util = if running {
                     process_utilization(&id, uuid)
@@ -224,12 +242,13 @@ impl Vendor for Stub {
         Ok(self
             .covered(query)?
             .into_iter()
-            .map(|(id, dev, running)| {
+            .map(|(id, dev, running, recorded)| {
                 let uuid = &self.devices[dev].uuid;
-                let used = if running {
-                    process_memory(&id, uuid)
-                } else {
-                    0
+                // What the limiter recorded is the truth; otherwise simulate.
+                let used = match (running, recorded) {
+                    (_, Some(bytes)) => bytes,
+                    (true, None) => process_memory(&id, uuid),
+                    (false, None) => 0,
                 };
                 ProcessMemory {
                     used_bytes: used,

@@ -1,0 +1,417 @@
+/* liblimiter.so behaviour through its C ABI: the state file's safety
+ * checks, bad inputs, memory limits (exact, racing, reclaimed), the compute
+ * token bucket, freezing, and what libaccelerator.so reports back.
+ *
+ * Usage: test_limiter build/liblimiter.so build/libaccelerator.so
+ * (ACCELERATOR_STATE_DIR names a fresh state directory). This file includes
+ * both accelerator.h and limiter.h, so it also proves they compile together
+ * under -Wall -Wextra -Werror. */
+#include "accelerator.h"
+#include "limiter.h"
+#include "../test_util.h"
+#include "limiter_load.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define D0 "stub-device-0"
+#define D1 "stub-device-1"
+#define D2 "stub-device-2"
+#define D3 "stub-device-3"
+
+#define EXPECT_RC(call, code) EXPECT_RC_WITH(L.lastError, call, code)
+
+static char me[32];
+
+static void pid_text(char *buf, size_t n, pid_t pid) { snprintf(buf, n, "%d", (int)pid); }
+
+static int wait_code(pid_t pid) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static void write_file(const char *path, const void *data, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
+    perror(path);
+    exit(2);
+  }
+  close(fd);
+}
+
+/* In a fresh child (no mapping yet), point the state directory at `dir`
+ * and make one call; exit with its code, or 77 when the message lacks `why`. */
+static int first_call_in(const char *dir, const char *why, int group) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ACCELERATOR_STATE_DIR", dir, 1);
+    if (group)
+      setenv("ACCELERATOR_STATE_GROUP_ACCESS", "1", 1);
+    char self[32];
+    pid_text(self, sizeof self, getpid());
+    MemoryOpRecord r;
+    int rc = L.mem(self, D0, 1, &r);
+    if (why && !strstr(L.lastError(), why)) {
+      fprintf(stderr, "message %s lacks %s\n", L.lastError(), why);
+      _exit(77);
+    }
+    _exit(rc);
+  }
+  return wait_code(pid);
+}
+
+static void test_state_file(void) {
+  char base[] = "/tmp/limiter-test.XXXXXX";
+  CHECK(mkdtemp(base) != NULL, "mkdtemp");
+  char dir[256], file[300];
+  unsigned char head[24] = "ACCLIMIT";
+
+  snprintf(dir, sizeof dir, "%s/fresh", base);
+  CHECK(first_call_in(dir, NULL, 0) == RESULT_SUCCESS, "fresh state directory works");
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  struct stat sb;
+  CHECK(stat(file, &sb) == 0 && (sb.st_mode & 0777) == 0600, "state file is 0600 (%o)",
+        (unsigned)(sb.st_mode & 0777));
+
+  snprintf(dir, sizeof dir, "%s/group", base);
+  CHECK(first_call_in(dir, NULL, 1) == RESULT_SUCCESS, "group-access state directory works");
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  CHECK(stat(file, &sb) == 0 && (sb.st_mode & 0777) == 0660, "group state file is 0660 (%o)",
+        (unsigned)(sb.st_mode & 0777));
+
+  snprintf(dir, sizeof dir, "%s/foreign", base);
+  mkdir(dir, 0700);
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  static char junk[65536];
+  memset(junk, 'x', sizeof junk);
+  write_file(file, junk, sizeof junk);
+  CHECK(first_call_in(dir, "bad magic", 0) == RESULT_ERROR_OPERATION_FAILED, "foreign file refused");
+
+  snprintf(dir, sizeof dir, "%s/truncated", base);
+  mkdir(dir, 0700);
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  write_file(file, head, 12);
+  CHECK(first_call_in(dir, "truncated", 0) == RESULT_ERROR_OPERATION_FAILED, "truncated file refused");
+
+  snprintf(dir, sizeof dir, "%s/newer", base);
+  mkdir(dir, 0700);
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  head[8] = 99;
+  write_file(file, head, sizeof head);
+  CHECK(first_call_in(dir, "newer", 0) == RESULT_ERROR_OPERATION_FAILED, "newer version refused");
+
+  snprintf(dir, sizeof dir, "%s/short", base);
+  mkdir(dir, 0700);
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  head[8] = 1;
+  head[16] = 0x10; /* a size that is not the layout's */
+  write_file(file, head, sizeof head);
+  CHECK(first_call_in(dir, "declares", 0) == RESULT_ERROR_OPERATION_FAILED, "wrong size refused");
+
+  snprintf(dir, sizeof dir, "%s/symlink", base);
+  mkdir(dir, 0700);
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  CHECK(symlink("/dev/null", file) == 0, "symlink");
+  CHECK(first_call_in(dir, "symlink", 0) == RESULT_ERROR_OPERATION_FAILED, "symlink refused");
+
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", base);
+  CHECK(system(cmd) == 0, "cleanup");
+}
+
+static void test_bad_inputs(void) {
+  MemoryOpRecord m;
+  ComputeOpRecord c;
+  WorkerFreezeState f;
+  uint64_t u, lim;
+  char longid[128];
+  memset(longid, 'a', sizeof longid - 1);
+  longid[sizeof longid - 1] = 0;
+  const char *bad_pids[] = {"", "\xff", "abc", "0", "-5", " 12", "12x", "99999999999", longid};
+  for (size_t i = 0; i < sizeof bad_pids / sizeof *bad_pids; i++) {
+    EXPECT_RC(L.mem(bad_pids[i], D0, 1, &m), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.compute(bad_pids[i], D0, 1, &c), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.addProcess(D0, bad_pids[i]), RESULT_ERROR_INVALID_PARAM);
+  }
+  const char *bad_ids[] = {"", "\xff\xfe", "caf\xc3", longid};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+    EXPECT_RC(L.mem(me, bad_ids[i], 1, &m), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.compute(me, bad_ids[i], 1, &c), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.addProcess(bad_ids[i], me), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.freeze(bad_ids[i], &f), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.resume(bad_ids[i], &f), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.autoFreeze(bad_ids[i], D0, "memory"), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.autoFreeze("w-func", bad_ids[i], "memory"), RESULT_ERROR_INVALID_PARAM);
+    EXPECT_RC(L.autoResume("w-func", D0, bad_ids[i]), RESULT_ERROR_INVALID_PARAM);
+  }
+  EXPECT_RC(L.mem(NULL, D0, 1, &m), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.mem(me, NULL, 1, &m), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.mem(me, D0, 1, NULL), RESULT_ERROR_INVALID_PARAM);
+  CHECK(strstr(L.lastError(), "record") != NULL, "last error names the argument: %s", L.lastError());
+  EXPECT_RC(L.compute(NULL, D0, 1, &c), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.compute(me, NULL, 1, &c), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.compute(me, D0, 1, NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.freeze(NULL, &f), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.freeze("w-func", NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.resume(NULL, &f), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.resume("w-func", NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.freeze("no-such-worker", &f), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(L.resume("no-such-worker", &f), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(L.autoFreeze("no-such-worker", D0, "memory"), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(L.autoResume("no-such-worker", D0, "compute"), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(L.autoFreeze(NULL, D0, "memory"), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.autoFreeze("w-func", NULL, "memory"), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.autoFreeze("w-func", D0, NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.autoFreeze("w-func", D0, "disk"), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.autoResume("w-func", D0, "Memory"), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.addProcess(NULL, me), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.addProcess(D0, NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.addProcess(D0, "999999999"), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(L.mem("999999999", D0, 1, &m), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(L.usage(NULL, D0, &u, &lim), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.usage("w-func", D0, NULL, &lim), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.usage("w-func", D0, &u, NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(L.usage("no-such-worker", D0, &u, &lim), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(L.mem(me, D0, INT64_MIN, &m), RESULT_ERROR_INVALID_PARAM);
+}
+
+static uint64_t used_of(const char *worker, const char *dev) {
+  uint64_t u = 0, lim = 0;
+  EXPECT_RC(L.usage(worker, dev, &u, &lim), RESULT_SUCCESS);
+  return u;
+}
+
+static void test_memory(void) {
+  MemoryOpRecord r;
+  EXPECT_RC_WITH(L.accLastError, L.setMem("w-func", D0, 1000), RESULT_SUCCESS);
+  EXPECT_RC_WITH(L.accLastError, L.setMem("w-func", D0, 1000), RESULT_SUCCESS);
+  EXPECT_RC_WITH(L.accLastError, L.setMemLower("w-func", D0, 1000), RESULT_SUCCESS);
+  EXPECT_RC_WITH(L.accLastError, L.setMem("w-func", D0, 2000), RESULT_ERROR_OPERATION_FAILED);
+  EXPECT_RC_WITH(L.accLastError, L.setMem("w-func", D0, 0), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC_WITH(L.accLastError, L.setMem("w-func", "no-such-device", 1), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC_WITH(L.accLastError, L.setCompute("w-func", D0, 101), RESULT_ERROR_INVALID_PARAM);
+
+  EXPECT_RC(L.mem(me, D0, 600, &r), RESULT_SUCCESS);
+  CHECK(!r.shouldBlock && r.availableBytes == 400, "600 of 1000: block=%d avail=%llu", r.shouldBlock,
+        (unsigned long long)r.availableBytes);
+  CHECK(strcmp(r.deviceUUID, D0) == 0 && r.bytesDiff == 600, "record echoes the op");
+  EXPECT_RC(L.mem(me, D0, 500, &r), RESULT_SUCCESS);
+  CHECK(r.shouldBlock && r.availableBytes == 400, "500 more blocks: block=%d avail=%llu",
+        r.shouldBlock, (unsigned long long)r.availableBytes);
+  CHECK(used_of("w-func", D0) == 600, "a blocked op is not recorded");
+  EXPECT_RC(L.mem(me, D0, 400, &r), RESULT_SUCCESS);
+  CHECK(!r.shouldBlock && r.availableBytes == 0, "exactly to the limit");
+  EXPECT_RC(L.mem(me, D0, 1, &r), RESULT_SUCCESS);
+  CHECK(r.shouldBlock && r.availableBytes == 0, "one byte past blocks");
+  EXPECT_RC(L.mem(me, D0, -1001, &r), RESULT_ERROR_INVALID_PARAM);
+  CHECK(used_of("w-func", D0) == 1000, "an over-free changes nothing");
+  EXPECT_RC(L.mem(me, D0, -1000, &r), RESULT_SUCCESS);
+  CHECK(!r.shouldBlock && r.availableBytes == 1000, "free releases: avail=%llu",
+        (unsigned long long)r.availableBytes);
+  EXPECT_RC(L.mem(me, D0, 0, &r), RESULT_SUCCESS);
+  CHECK(!r.shouldBlock && r.availableBytes == 1000, "zero op");
+  CHECK(used_of("w-func", D0) == 0, "usage back to 0");
+
+  EXPECT_RC(L.mem(me, D3, 123, &r), RESULT_SUCCESS);
+  CHECK(!r.shouldBlock && r.availableBytes == UINT64_MAX, "no limit: unlimited");
+  EXPECT_RC(L.mem(me, D1, 4096, &r), RESULT_SUCCESS);
+
+  /* libaccelerator reports the limiter's bytes for this process. */
+  MemoryUtilization mu[256];
+  size_t n = 0;
+  EXPECT_RC_WITH(L.accLastError, L.procMem(mu, 256, &n), RESULT_SUCCESS);
+  int found1 = 0, found3 = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(mu[i].processId, me) == 0 && strcmp(mu[i].deviceUUID, D1) == 0)
+      found1 = mu[i].usedBytes == 4096;
+    if (strcmp(mu[i].processId, me) == 0 && strcmp(mu[i].deviceUUID, D3) == 0)
+      found3 = mu[i].usedBytes == 123;
+  }
+  CHECK(found1 && found3, "GetProcessMemoryUtilization reports the limiter's bytes (%zu entries)", n);
+  EXPECT_RC(L.mem(me, D1, -4096, &r), RESULT_SUCCESS);
+  EXPECT_RC(L.mem(me, D3, -123, &r), RESULT_SUCCESS);
+}
+
+/* Processes racing on one limit never overshoot; their memory comes back
+ * when they are killed. */
+static void test_race(void) {
+  enum { KIDS = 4 };
+  const int per = test_quick() ? 300 : 1000;
+  EXPECT_RC_WITH(L.accLastError, L.setMem("w-race", D2, 1000), RESULT_SUCCESS);
+  int up[2], down[2];
+  CHECK(pipe(up) == 0 && pipe(down) == 0, "pipes");
+  pid_t kids[KIDS];
+  for (int k = 0; k < KIDS; k++) {
+    kids[k] = fork();
+    if (kids[k] == 0) {
+      setenv("ACCELERATOR_WORKER_ID", "w-race", 1);
+      char self[32];
+      pid_text(self, sizeof self, getpid());
+      int ok = 0;
+      for (int i = 0; i < per; i++) {
+        MemoryOpRecord r;
+        if (L.mem(self, D2, 1, &r) == RESULT_SUCCESS && !r.shouldBlock)
+          ok++;
+      }
+      if (write(up[1], &ok, sizeof ok) != sizeof ok)
+        _exit(3);
+      char c;
+      while (read(down[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      _exit(0);
+    }
+  }
+  int total = 0;
+  for (int k = 0; k < KIDS; k++) {
+    int ok = 0;
+    CHECK(read(up[0], &ok, sizeof ok) == sizeof ok, "child count");
+    total += ok;
+  }
+  int expect = KIDS * per < 1000 ? KIDS * per : 1000;
+  CHECK(total == expect, "racing allocations granted %d bytes, limit allows %d", total, expect);
+  CHECK(used_of("w-race", D2) == (uint64_t)expect, "usage equals the granted bytes");
+  for (int k = 0; k < KIDS; k++) {
+    kill(kids[k], SIGKILL);
+    wait_code(kids[k]);
+  }
+  close(down[1]);
+  /* A new process of the worker gets the dead processes' memory back. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ACCELERATOR_WORKER_ID", "w-race", 1);
+    char self[32];
+    pid_text(self, sizeof self, getpid());
+    MemoryOpRecord r;
+    int rc = L.mem(self, D2, 1000, &r);
+    _exit(rc == RESULT_SUCCESS && !r.shouldBlock ? 0 : 1);
+  }
+  CHECK(wait_code(pid) == 0, "killed processes' memory is reclaimed on the next blocked op");
+  MemoryUtilization mu[256];
+  size_t n = 0;
+  EXPECT_RC_WITH(L.accLastError, L.procMem(mu, 256, &n), RESULT_SUCCESS);
+  CHECK(used_of("w-race", D2) == 0, "a sweep leaves only live processes' usage");
+  close(up[0]);
+  close(up[1]);
+  close(down[0]);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+static void test_compute(void) {
+  ComputeOpRecord c;
+  EXPECT_RC_WITH(L.accLastError, L.setCompute("w-func", D1, 10), RESULT_SUCCESS);
+  EXPECT_RC_WITH(L.accLastError, L.setCompute("w-func", D1, 10), RESULT_SUCCESS);
+  EXPECT_RC_WITH(L.accLastError, L.setCompute("w-func", D1, 20), RESULT_ERROR_OPERATION_FAILED);
+  /* 10 %: 10^8 tokens/s, burst 10^7. */
+  EXPECT_RC(L.compute(me, D1, 10000000, &c), RESULT_SUCCESS);
+  CHECK(!c.shouldBlock && c.availableTokens < 1000000, "the whole burst: block=%d avail=%llu",
+        c.shouldBlock, (unsigned long long)c.availableTokens);
+  EXPECT_RC(L.compute(me, D1, 5000000, &c), RESULT_SUCCESS);
+  CHECK(c.shouldBlock, "an empty bucket blocks (avail=%llu)", (unsigned long long)c.availableTokens);
+  sleep_ms(60);
+  EXPECT_RC(L.compute(me, D1, 5000000, &c), RESULT_SUCCESS);
+  CHECK(!c.shouldBlock, "refilled after 60 ms (avail=%llu)", (unsigned long long)c.availableTokens);
+  EXPECT_RC(L.compute(me, D1, 20000000, &c), RESULT_SUCCESS);
+  CHECK(c.shouldBlock, "more than the burst never passes");
+  CHECK(strcmp(c.deviceUUID, D1) == 0 && c.computeTokens == 20000000, "record echoes the op");
+  EXPECT_RC(L.compute(me, D3, 1u << 30, &c), RESULT_SUCCESS);
+  CHECK(!c.shouldBlock && c.availableTokens == UINT64_MAX, "no compute limit: unlimited");
+}
+
+static void test_freeze(void) {
+  MemoryOpRecord r;
+  ComputeOpRecord c;
+  WorkerFreezeState f;
+  EXPECT_RC(L.freeze("w-func", &f), RESULT_SUCCESS);
+  CHECK(f.isFrozen && strcmp(f.workerId, "w-func") == 0, "frozen");
+  EXPECT_RC(L.mem(me, D0, 1, &r), RESULT_SUCCESS);
+  CHECK(r.shouldBlock, "memory blocks while frozen");
+  EXPECT_RC(L.compute(me, D3, 1, &c), RESULT_SUCCESS);
+  CHECK(c.shouldBlock, "compute blocks while frozen");
+  CHECK(used_of("w-func", D0) == 0, "nothing recorded while frozen");
+  sleep_ms(50);
+  EXPECT_RC(L.freeze("w-func", &f), RESULT_SUCCESS); /* idempotent */
+  EXPECT_RC(L.resume("w-func", &f), RESULT_SUCCESS);
+  CHECK(!f.isFrozen && f.freezeTimeMs >= 50, "resumed after %llu ms", (unsigned long long)f.freezeTimeMs);
+  uint64_t first = f.freezeTimeMs;
+  EXPECT_RC(L.mem(me, D0, 1, &r), RESULT_SUCCESS);
+  CHECK(!r.shouldBlock, "memory flows again");
+  EXPECT_RC(L.freeze("w-func", &f), RESULT_SUCCESS);
+  sleep_ms(20);
+  EXPECT_RC(L.resume("w-func", &f), RESULT_SUCCESS);
+  EXPECT_RC(L.resume("w-func", &f), RESULT_SUCCESS);
+  CHECK(f.freezeTimeMs >= first + 20, "freeze time accumulates: %llu", (unsigned long long)f.freezeTimeMs);
+
+  EXPECT_RC(L.autoFreeze("w-func", D0, "memory"), RESULT_SUCCESS);
+  EXPECT_RC(L.mem(me, D0, 1, &r), RESULT_SUCCESS);
+  CHECK(r.shouldBlock, "auto-frozen memory blocks");
+  EXPECT_RC(L.compute(me, D0, 1, &c), RESULT_SUCCESS);
+  CHECK(!c.shouldBlock, "compute of a memory-frozen worker flows");
+  EXPECT_RC(L.autoResume("w-func", D0, "memory"), RESULT_SUCCESS);
+  EXPECT_RC(L.mem(me, D0, -1, &r), RESULT_SUCCESS);
+  CHECK(!r.shouldBlock, "auto-resumed memory flows");
+  EXPECT_RC(L.autoFreeze("w-func", D0, "compute"), RESULT_SUCCESS);
+  EXPECT_RC(L.compute(me, D0, 1, &c), RESULT_SUCCESS);
+  CHECK(c.shouldBlock, "auto-frozen compute blocks");
+  EXPECT_RC(L.autoResume("w-func", D0, "compute"), RESULT_SUCCESS);
+  EXPECT_RC(L.compute(me, D0, 1, &c), RESULT_SUCCESS);
+  CHECK(!c.shouldBlock, "auto-resumed compute flows");
+}
+
+/* A process id other than the caller's: its worker comes from its own
+ * environment. */
+static void test_other_process(void) {
+  /* /proc/<pid>/environ is a process's initial environment: start one
+   * with the variable through execve. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    char *argv[] = {"sleep", "5", NULL};
+    char *envp[] = {"ACCELERATOR_WORKER_ID=w-env", NULL};
+    execve("/bin/sleep", argv, envp);
+    _exit(127);
+  }
+  char other[32];
+  pid_text(other, sizeof other, pid);
+  int rc = RESULT_ERROR_NOT_FOUND;
+  for (int i = 0; i < 200 && rc != RESULT_SUCCESS; i++) {
+    sleep_ms(5); /* until the exec has happened */
+    WorkerFreezeState f;
+    if (L.addProcess(D0, other) == RESULT_SUCCESS)
+      rc = L.freeze("w-env", &f);
+  }
+  CHECK(rc == RESULT_SUCCESS, "a foreign process joins the worker of its environment (%s)", L.lastError());
+  WorkerFreezeState f;
+  EXPECT_RC(L.resume("w-env", &f), RESULT_SUCCESS);
+  kill(pid, SIGKILL);
+  wait_code(pid);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
+    return 2;
+  }
+  limiter_load(argv[1], argv[2]);
+  pid_text(me, sizeof me, getpid());
+  test_state_file(); /* first: children that have not mapped anything yet */
+  setenv("ACCELERATOR_WORKER_ID", "w-func", 1);
+  test_bad_inputs();
+  test_memory();
+  test_race();
+  test_compute();
+  test_freeze();
+  test_other_process();
+  limiter_unload();
+  return test_summary();
+}

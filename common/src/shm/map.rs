@@ -1,0 +1,59 @@
+//! THE UNSAFE PART OF THE LIMITER: mapping the state file and viewing it as
+//! the `#[repr(C)]` layout of atomics. Nothing else in `shm` is `unsafe`.
+//!
+//! Soundness: the layout holds only `AtomicU64` fields (and padding), every
+//! bit pattern of which is valid, so viewing any mapped bytes as `Layout` is
+//! fine; all access goes through atomics, so concurrent writers in other
+//! processes are not data races. The mapping is never unmapped (a `&'static`
+//! is handed out); on `dlclose` of a library it costs address space only,
+//! never heap.
+
+use super::Layout;
+use crate::{Error, Res};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+/// Map `len` bytes of `file` shared and read-write as the limiter layout.
+/// The caller has checked the file's header and size.
+pub(super) fn map(file: &File, len: usize) -> Res<&'static Layout> {
+    assert!(len >= std::mem::size_of::<Layout>());
+    // SAFETY: a fresh shared mapping of a regular file we opened read-write;
+    // the kernel picks the address. Failure is MAP_FAILED, checked below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Error::OperationFailed(format!(
+            "cannot map the limiter state file: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // mmap returns page-aligned memory, which satisfies Layout's alignment.
+    debug_assert_eq!(p as usize % std::mem::align_of::<Layout>(), 0);
+    // SAFETY: see the module comment: all-atomic layout, mapping never
+    // unmapped, hence valid for 'static.
+    Ok(unsafe { &*p.cast::<Layout>() })
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the node
+/// (time since boot), so token-bucket and freeze timestamps written by one
+/// process are meaningful to all others.
+pub(super) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own; CLOCK_MONOTONIC
+    // always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}

@@ -1,0 +1,1166 @@
+//! The limiter's node-wide shared state and its lock-free algorithms.
+//!
+//! Every process on the node maps one file, `$ACCELERATOR_STATE_DIR/limiter.shm`,
+//! and coordinates through atomics in it alone: there is no mutex a process
+//! can die holding. `liblimiter.so` calls the check functions on every
+//! allocation and kernel launch; `libaccelerator.so` writes hard limits here
+//! and reads usage back for its per-process utilization functions.
+//!
+//! # Layout (version [`VERSION`], fixed size, zero-initialised = empty)
+//!
+//! | part | size | content |
+//! |---|---|---|
+//! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size |
+//! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
+//! | devices | 64 × 128 B | device UUIDs, claimed the first time a UUID is seen |
+//! | workers | 1,024 × 192 B | worker ids, frozen flag, accumulated freeze time; slot 0 is the anonymous pool |
+//! | worker × device | 1,024 × 64 × 64 B | usage word, memory limit, compute limit, token-bucket time, auto-freeze bits |
+//! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, per device: held bytes, pending intent, tokens used |
+//!
+//! The file is created sparse (holes read as zero), filled with the header
+//! in a temporary file and published with `link(2)`, which never replaces an
+//! existing file: a racing process either sees no file or a complete header.
+//! A file with another magic, version or size, or a truncated one, is
+//! refused with RESULT_ERROR_OPERATION_FAILED and a message saying which.
+//!
+//! # Workers and processes
+//!
+//! A process's worker is `ACCELERATOR_WORKER_ID` from its environment, read
+//! once, when the process is first registered (its first limiter call or
+//! `AddWorkerProcess`); a forked child registers anew and reads it then. For
+//! a process id that is not the caller's own, `/proc/<pid>/environ` is read.
+//! Without the variable the process is a worker of its own: it joins the
+//! anonymous pool (worker slot 0), which is never limited nor frozen.
+//! Processes are named by pid and start time (field 22 of `/proc/<pid>/stat`):
+//! a pid reused by a new process is never mistaken for the dead one. Pids are
+//! those of the limiter's pid namespace (hooks and hypervisor must share it).
+//!
+//! # Memory: no overshoot, and exact after any SIGKILL
+//!
+//! Each worker × device has one 64-bit usage word: 43 bits of bytes, a
+//! "pending" tag bit, the 12-bit slot of the process whose operation is
+//! pending and the low 8 bits of that operation's sequence number. Each
+//! process slot keeps, per device, `held` (48 bits of bytes, 16-bit sequence)
+//! and `intent` (the signed byte delta and the sequence of its current op).
+//!
+//! An operation of process P on device d (the usage word is W):
+//! 1. P writes `intent = (delta, seq+1)` (only P ever writes its intents,
+//!    except a reclaimer after P is dead).
+//! 2. P reads W. If W carries a pending tag, P first *helps* that operation
+//!    to completion (below) — it never waits. If the worker has a limit and
+//!    `used + delta > limit`, the op is blocked: nothing is recorded (P only
+//!    advances its own held sequence). Otherwise P CASes W from
+//!    `(used, untagged)` to `(used + delta, tagged P, seq)`. This CAS is the
+//!    linearisation point: the limit check and the add are one atomic step,
+//!    so no number of racing processes can overshoot.
+//! 3. P stores `held = (bytes + delta, seq+1)` and CASes the tag off W.
+//!
+//! *Helping*: whoever finds W tagged by slot j reads j's intent, re-reads W
+//! (unchanged, so the intent belongs to the tagged op), CASes j's `held` from
+//! sequence `seq-1` to `seq` (so it is applied exactly once, by whoever comes
+//! first), and clears the tag only once `held` shows that sequence. Killed
+//! after step 2, P's operation is still completed by the next process that
+//! touches W; killed before it, it never happened. Hence at every moment
+//! `used(W) = Σ held` over the worker's process slots, plus the one pending
+//! op whose tag says so.
+//!
+//! # Reclaiming a dead process
+//!
+//! A process slot's state word is `FREE`, `CLAIMING(pid)`, `LIVE(pid)` or
+//! `RECLAIMING(pid of the reclaimer)`. A process that finds a `LIVE` slot
+//! whose pid is gone, a zombie, or has another start time CASes it to
+//! `RECLAIMING(self)` — exactly one wins. For each device it touched, the
+//! reclaimer helps any pending op of the dead slot, then frees the slot's
+//! `held` bytes through the same tagged protocol on behalf of the dead slot
+//! (intent `-held`, sequence + 1), so a reclaimer killed midway leaves
+//! either nothing done or an op the next one completes; never a double
+//! subtraction. Finally the slot is zeroed and set `FREE`. A `RECLAIMING`
+//! (or `CLAIMING`) slot whose owner is dead is taken over the same way.
+//! Reclamation runs: when a memory check would block (sweeping that
+//! worker's processes, at most once per millisecond per worker and device),
+//! when a process registers and finds its pid stale or no free slot, and
+//! before every usage report (`processes`).
+//!
+//! # Compute: a token bucket per worker and device (GCRA form)
+//!
+//! One token is one nanosecond of the whole device's compute, so a device
+//! has a capacity of 10^9 tokens/s. A worker with a compute limit of p %
+//! is refilled at `p × 10^7` tokens/s and its bucket holds 100 ms of that
+//! rate: burst `B = p × 10^6` tokens. The bucket is one word, the
+//! theoretical arrival time TAT (in 1/16 ns since boot): a request of k
+//! tokens at time t costs `k × 1600 / p` sixteenths of a ns, and is granted
+//! iff `max(TAT, t) + cost ≤ t + 100 ms`, by one CAS of TAT. The available
+//! tokens are `(t + 100 ms − max(TAT, t)) × p / 1600`. A request larger than
+//! B is never granted. Without a compute limit every request is granted and
+//! `UINT64_MAX` tokens are reported.
+//!
+//! # Freeze
+//!
+//! A worker's freeze word is 0 (running) or 1 + the time it was frozen (ms
+//! since boot); resuming adds the frozen span to `frozen_ms`. While frozen,
+//! every check of the worker's processes says "block" (frees included: a
+//! frozen worker makes no progress). AutoFreeze/AutoResume set and clear a
+//! per-worker-and-device bit for one resource ("memory" or "compute"):
+//! only that resource's checks on that device block. Freeze time counts
+//! FreezeWorker spans only.
+//!
+//! Bounds: the 16-bit per-device sequence wraps after 65,536 ops; a helper
+//! preempted across exactly that many ops of one process on one device
+//! between two loads is the only case the sequence check cannot tell apart.
+
+mod map;
+
+use crate::statedir::{self, Create};
+use crate::{Error, Res};
+use std::fs::File;
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::{Mutex, OnceLock};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMIT");
+pub const VERSION: u64 = 1;
+pub const FILE_NAME: &str = "limiter.shm";
+pub const ENV_WORKER_ID: &str = "ACCELERATOR_WORKER_ID";
+
+pub const MAX_DEVICES: usize = 64;
+pub const MAX_WORKERS: usize = 1024;
+pub const MAX_PROCS: usize = 4096;
+/// Longest device UUID and worker id (the ABI's `char[64]` fields).
+pub const MAX_KEY: usize = 63;
+/// Offset and size of the scratch page (benchmark baselines live there).
+pub const SCRATCH_OFFSET: usize = 4096;
+pub const SCRATCH_SIZE: usize = 4096;
+
+/// Largest usage a worker may have on one device, and largest single op.
+pub const MAX_BYTES: u64 = (1 << 43) - 1;
+/// Token-bucket window: the burst is this much time at the worker's rate.
+pub const BURST_NS: u64 = 100_000_000;
+
+// ---- the layout -----------------------------------------------------------
+
+#[repr(C, align(4096))]
+pub(crate) struct Header {
+    magic: AtomicU64,
+    version: AtomicU64,
+    size: AtomicU64,
+}
+
+#[repr(C, align(4096))]
+struct Scratch([AtomicU64; SCRATCH_SIZE / 8]);
+
+/// A slot named by a string (device UUID or worker id).
+#[repr(C, align(64))]
+struct Key {
+    /// KEY_FREE, KEY_READY, or (pid << 2) | KEY_CLAIMING.
+    state: AtomicU64,
+    hash: AtomicU64,
+    words: [AtomicU64; 8],
+}
+
+#[repr(C, align(64))]
+struct Worker {
+    key: Key,
+    /// 0 = running, else 1 + the ms (since boot) it was frozen.
+    freeze: AtomicU64,
+    frozen_ms: AtomicU64,
+}
+
+#[repr(C, align(64))]
+struct WorkerDevice {
+    /// used (43 bits) | TAG_BIT | slot << 44 | seq8 << 56.
+    usage: AtomicU64,
+    /// 0 = unlimited.
+    mem_limit: AtomicU64,
+    /// Percent, 0 = unlimited.
+    compute_limit: AtomicU64,
+    /// Token-bucket theoretical arrival time, 1/16 ns since boot.
+    tat: AtomicU64,
+    /// AUTO_MEMORY | AUTO_COMPUTE.
+    auto_freeze: AtomicU64,
+    last_sweep_ns: AtomicU64,
+}
+
+#[repr(C, align(64))]
+struct Proc {
+    /// (pid << 2) | PROC_FREE/CLAIMING/LIVE/RECLAIMING.
+    state: AtomicU64,
+    start: AtomicU64,
+    worker: AtomicU64,
+    /// Bit d: the process has used device d.
+    devmask: AtomicU64,
+    /// bytes (48 bits) | seq << 48.
+    held: [AtomicU64; MAX_DEVICES],
+    /// delta (signed, 48 bits) | seq << 48.
+    intent: [AtomicU64; MAX_DEVICES],
+    tokens: [AtomicU64; MAX_DEVICES],
+}
+
+#[repr(C)]
+pub struct Layout {
+    header: Header,
+    scratch: Scratch,
+    devices: [Key; MAX_DEVICES],
+    workers: [Worker; MAX_WORKERS],
+    wd: [[WorkerDevice; MAX_DEVICES]; MAX_WORKERS],
+    procs: [Proc; MAX_PROCS],
+}
+
+/// Size of the state file.
+pub const SIZE: usize = std::mem::size_of::<Layout>();
+
+const KEY_FREE: u64 = 0;
+const KEY_CLAIMING: u64 = 1;
+const KEY_READY: u64 = 2;
+
+const PROC_FREE: u64 = 0;
+const PROC_CLAIMING: u64 = 1;
+const PROC_LIVE: u64 = 2;
+const PROC_RECLAIMING: u64 = 3;
+
+const AUTO_MEMORY: u64 = 1;
+const AUTO_COMPUTE: u64 = 2;
+
+const TAG_BIT: u64 = 1 << 43;
+const SLOT_SHIFT: u32 = 44;
+const SEQ8_SHIFT: u32 = 56;
+const LOW48: u64 = (1 << 48) - 1;
+
+fn used_of(u: u64) -> u64 {
+    u & MAX_BYTES
+}
+fn tagged(u: u64) -> bool {
+    u & TAG_BIT != 0
+}
+fn tag_slot(u: u64) -> usize {
+    ((u >> SLOT_SHIFT) & 0xfff) as usize
+}
+fn tag_seq8(u: u64) -> u64 {
+    u >> SEQ8_SHIFT
+}
+fn usage_word(used: u64, slot: usize, seq: u64) -> u64 {
+    used | TAG_BIT | (slot as u64) << SLOT_SHIFT | (seq & 0xff) << SEQ8_SHIFT
+}
+fn pack48(low: u64, seq: u64) -> u64 {
+    (low & LOW48) | (seq & 0xffff) << 48
+}
+fn low48(w: u64) -> u64 {
+    w & LOW48
+}
+fn seq16(w: u64) -> u64 {
+    w >> 48
+}
+fn delta_of(intent: u64) -> i64 {
+    // Sign-extend the low 48 bits.
+    ((intent << 16) as i64) >> 16
+}
+fn proc_word(pid: i32, kind: u64) -> u64 {
+    (pid as u32 as u64) << 2 | kind
+}
+fn word_pid(w: u64) -> i32 {
+    (w >> 2) as u32 as i32
+}
+
+// ---- opening the mapping ---------------------------------------------------
+
+static MAP: OnceLock<&'static Layout> = OnceLock::new();
+static OPEN: Mutex<()> = Mutex::new(());
+/// (pid << 32) | (slot + 1) of the calling process's own slot.
+static OWN_SLOT: AtomicU64 = AtomicU64::new(0);
+/// Registration within one process is serialised (a process-local lock dies
+/// with its process, so it strands nobody else).
+static REGISTER: Mutex<()> = Mutex::new(());
+
+/// The mapping, opened (and created if missing) on first use. A failure is
+/// not remembered: the next call tries again.
+pub fn shared() -> Res<&'static Layout> {
+    if let Some(l) = MAP.get() {
+        return Ok(l);
+    }
+    let _g = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(l) = MAP.get() {
+        return Ok(l);
+    }
+    let l = open_or_create()?;
+    let _ = MAP.set(l);
+    Ok(l)
+}
+
+fn open_or_create() -> Res<&'static Layout> {
+    let dir = statedir::ensure()?;
+    let path = dir.join(FILE_NAME);
+    for _ in 0..3 {
+        if let Some(file) = statedir::open(&path, Create::Never)? {
+            return validate_and_map(&file, &path);
+        }
+        create(&dir, &path)?;
+    }
+    Err(Error::OperationFailed(format!(
+        "limiter state file {} keeps disappearing",
+        path.display()
+    )))
+}
+
+fn create(dir: &Path, path: &Path) -> Res<()> {
+    let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let file = statedir::open(&tmp, Create::IfMissing)?
+        .ok_or_else(|| Error::Internal("create returned no file".into()))?;
+    let result = (|| {
+        // The umask must not strip the group bits ACCELERATOR_STATE_GROUP_ACCESS asks for.
+        file.set_permissions(std::fs::Permissions::from_mode(statedir::file_mode()))
+            .map_err(|e| Error::io("cannot set the mode of", &tmp, e))?;
+        file.set_len(SIZE as u64)
+            .map_err(|e| Error::io("cannot size", &tmp, e))?;
+        let mut head = [0u8; 24];
+        head[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        head[8..16].copy_from_slice(&VERSION.to_le_bytes());
+        head[16..24].copy_from_slice(&(SIZE as u64).to_le_bytes());
+        file.write_all_at(&head, 0)
+            .map_err(|e| Error::io("cannot write", &tmp, e))?;
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(Error::io("cannot publish", path, e)),
+        }
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+fn validate_and_map(file: &File, path: &Path) -> Res<&'static Layout> {
+    let fail = |why: String| {
+        Err(Error::OperationFailed(format!(
+            "limiter state file {} {why}; refusing to use it (remove it when no process uses it)",
+            path.display()
+        )))
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("cannot stat", path, e))?
+        .len();
+    let mut head = [0u8; 24];
+    if len < 24 || file.read_exact_at(&mut head, 0).is_err() {
+        return fail(format!("is truncated ({len} bytes)"));
+    }
+    let word = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+    if word(0) != MAGIC {
+        return fail("is not a limiter state file (bad magic number)".into());
+    }
+    if word(1) > VERSION {
+        return fail(format!(
+            "has layout version {}, newer than this library's {VERSION}",
+            word(1)
+        ));
+    }
+    if word(1) != VERSION {
+        return fail(format!(
+            "has layout version {}, this library needs {VERSION}",
+            word(1)
+        ));
+    }
+    if word(2) != SIZE as u64 {
+        return fail(format!(
+            "declares {} bytes, layout version {VERSION} has {SIZE}",
+            word(2)
+        ));
+    }
+    if len != SIZE as u64 {
+        return fail(format!("is truncated ({len} of {SIZE} bytes)"));
+    }
+    map::map(file, SIZE)
+}
+
+// ---- liveness ---------------------------------------------------------------
+
+/// (state letter, start time) of a process from `/proc/<pid>/stat`.
+fn proc_stat(pid: i32) -> Option<(u8, u64)> {
+    if pid <= 0 {
+        return None;
+    }
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.bytes().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// Whether the process can still make limiter calls: it exists, is not a
+/// zombie, and (when given) has this start time.
+fn alive(pid: i32, start: Option<u64>) -> bool {
+    match proc_stat(pid) {
+        None => false,
+        Some((b'Z' | b'X' | b'x', _)) => false,
+        Some((_, s)) => start.is_none_or(|want| want == s),
+    }
+}
+
+fn my_pid() -> i32 {
+    std::process::id() as i32
+}
+
+// ---- named slots ------------------------------------------------------------
+
+fn key_words(name: &str) -> Res<([u64; 8], u64)> {
+    if name.is_empty() || name.len() > MAX_KEY {
+        return Err(Error::InvalidParam(format!(
+            "{name:?} must be 1 to {MAX_KEY} bytes long"
+        )));
+    }
+    let mut bytes = [0u8; 64];
+    bytes[..name.len()].copy_from_slice(name.as_bytes());
+    let mut words = [0u64; 8];
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+        hash = (hash ^ *w).wrapping_mul(0x0100_0000_01b3);
+    }
+    Ok((words, hash | 1))
+}
+
+fn key_name(k: &Key) -> String {
+    let mut bytes = Vec::with_capacity(64);
+    for w in &k.words {
+        bytes.extend_from_slice(&w.load(Relaxed).to_le_bytes());
+    }
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Find `name` in a table of named slots, claiming the first free slot for
+/// it when `claim`. Slots are claimed in order and never released, so the
+/// first FREE slot ends the search. A slot being claimed by a live process
+/// is waited for (its owner is a few stores from done); one whose claimer
+/// died is taken over.
+fn find_key<'a>(
+    table: impl Iterator<Item = &'a Key>,
+    name: &str,
+    claim: bool,
+) -> Res<Option<usize>> {
+    let (words, hash) = key_words(name)?;
+    for (i, k) in table.enumerate() {
+        let mut spins = 0u32;
+        loop {
+            let st = k.state.load(Acquire);
+            if st == KEY_READY {
+                if k.hash.load(Relaxed) == hash
+                    && k.words
+                        .iter()
+                        .zip(&words)
+                        .all(|(a, b)| a.load(Relaxed) == *b)
+                {
+                    return Ok(Some(i));
+                }
+                break;
+            }
+            let take = if st == KEY_FREE {
+                if !claim {
+                    return Ok(None);
+                }
+                true
+            } else {
+                spins += 1;
+                if spins % 64 == 0 && !alive(word_pid(st), None) {
+                    if !claim {
+                        break;
+                    }
+                    true
+                } else {
+                    std::thread::yield_now();
+                    false
+                }
+            };
+            if take
+                && k.state
+                    .compare_exchange(st, proc_word(my_pid(), KEY_CLAIMING), AcqRel, Acquire)
+                    .is_ok()
+            {
+                for (a, b) in k.words.iter().zip(&words) {
+                    a.store(*b, Relaxed);
+                }
+                k.hash.store(hash, Relaxed);
+                k.state.store(KEY_READY, Release);
+                return Ok(Some(i));
+            }
+        }
+    }
+    if claim {
+        Err(Error::ResourceExhausted(format!(
+            "the limiter's table is full; cannot add {name:?}"
+        )))
+    } else {
+        Ok(None)
+    }
+}
+
+fn device_index(l: &Layout, uuid: &str, claim: bool) -> Res<Option<usize>> {
+    find_key(l.devices.iter(), uuid, claim)
+}
+
+fn device(l: &Layout, uuid: &str) -> Res<usize> {
+    device_index(l, uuid, true)?.ok_or_else(|| Error::Internal("device claim".into()))
+}
+
+/// Worker slot of a named worker (slot 0, the anonymous pool, has no name).
+fn worker_index(l: &Layout, worker: &str, claim: bool) -> Res<Option<usize>> {
+    Ok(find_key(l.workers[1..].iter().map(|w| &w.key), worker, claim)?.map(|i| i + 1))
+}
+
+fn known_worker(l: &Layout, worker: &str) -> Res<usize> {
+    worker_index(l, worker, false)?
+        .ok_or_else(|| Error::NotFound(format!("worker {worker:?} is not known to the limiter")))
+}
+
+// ---- process slots ------------------------------------------------------------
+
+/// The worker a process belongs to, from its environment.
+fn worker_of(l: &Layout, pid: i32) -> Res<usize> {
+    let value = if pid == my_pid() {
+        std::env::var_os(ENV_WORKER_ID).map(|v| v.into_encoded_bytes())
+    } else {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .ok()
+            .and_then(|env| {
+                env.split(|&b| b == 0)
+                    .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
+                    .map(<[u8]>::to_vec)
+            })
+    };
+    match value.filter(|v| !v.is_empty()) {
+        None => Ok(0),
+        Some(v) => {
+            let name = String::from_utf8(v).map_err(|_| {
+                Error::InvalidParam(format!("{ENV_WORKER_ID} of process {pid} is not UTF-8"))
+            })?;
+            worker_index(l, &name, true)?.ok_or_else(|| Error::Internal("worker claim".into()))
+        }
+    }
+}
+
+/// The slot of process `pid`, registering it on first use.
+fn proc_slot(l: &Layout, pid: i32) -> Res<usize> {
+    let cached = OWN_SLOT.load(Relaxed);
+    if cached >> 32 == pid as u32 as u64 && cached & 0xffff_ffff != 0 {
+        let i = (cached & 0xffff_ffff) as usize - 1;
+        if l.procs[i].state.load(Acquire) == proc_word(pid, PROC_LIVE) {
+            return Ok(i);
+        }
+    }
+    let _g = REGISTER.lock().unwrap_or_else(|e| e.into_inner());
+    let me = my_pid();
+    let start = proc_stat(pid)
+        .filter(|(st, _)| !matches!(st, b'Z' | b'X' | b'x'))
+        .map(|(_, s)| s)
+        .ok_or_else(|| Error::NotFound(format!("process {pid} does not exist")))?;
+    let live = proc_word(pid, PROC_LIVE);
+    for (i, p) in l.procs.iter().enumerate() {
+        if p.state.load(Acquire) == live {
+            if p.start.load(Relaxed) == start {
+                if pid == me {
+                    OWN_SLOT.store((pid as u32 as u64) << 32 | (i as u64 + 1), Relaxed);
+                }
+                return Ok(i);
+            }
+            reclaim(l, i); // an earlier process with the same pid
+        }
+    }
+    let worker = worker_of(l, pid)?;
+    for attempt in 0..2 {
+        if let Some(i) = claim_proc(l, me) {
+            let p = &l.procs[i];
+            p.start.store(start, Relaxed);
+            p.worker.store(worker as u64, Relaxed);
+            p.devmask.store(0, Relaxed);
+            for d in 0..MAX_DEVICES {
+                p.held[d].store(0, Relaxed);
+                p.intent[d].store(0, Relaxed);
+                p.tokens[d].store(0, Relaxed);
+            }
+            p.state.store(live, Release);
+            if pid == me {
+                OWN_SLOT.store((pid as u32 as u64) << 32 | (i as u64 + 1), Relaxed);
+            }
+            return Ok(i);
+        }
+        if attempt == 0 {
+            sweep(l, None);
+        }
+    }
+    Err(Error::ResourceExhausted(format!(
+        "all {MAX_PROCS} limiter process slots are in use by live processes"
+    )))
+}
+
+fn claim_proc(l: &Layout, me: i32) -> Option<usize> {
+    for (i, p) in l.procs.iter().enumerate() {
+        let st = p.state.load(Acquire);
+        let free = st & 3 == PROC_FREE
+            || (st & 3 == PROC_CLAIMING && (word_pid(st) == me || !alive(word_pid(st), None)));
+        if free
+            && p.state
+                .compare_exchange(st, proc_word(me, PROC_CLAIMING), AcqRel, Acquire)
+                .is_ok()
+        {
+            return Some(i);
+        }
+    }
+    None
+}
+
+fn mark_device(p: &Proc, d: usize) {
+    let bit = 1u64 << d;
+    if p.devmask.load(Relaxed) & bit == 0 {
+        p.devmask.fetch_or(bit, AcqRel);
+    }
+}
+
+// ---- the tagged usage protocol --------------------------------------------------
+
+/// Complete the op pending on `wd` (if any). Never waits.
+fn help(l: &Layout, d: usize, wd: &WorkerDevice, u: u64) {
+    if !tagged(u) {
+        return;
+    }
+    let p = &l.procs[tag_slot(u)];
+    let intent = p.intent[d].load(Acquire);
+    if wd.usage.load(Acquire) != u {
+        return; // moved on: the caller reloads
+    }
+    let seq = seq16(intent);
+    if seq & 0xff != tag_seq8(u) {
+        return;
+    }
+    let h = p.held[d].load(Acquire);
+    if seq16(h) == seq.wrapping_sub(1) & 0xffff {
+        let bytes = (low48(h) as i64).wrapping_add(delta_of(intent)) as u64;
+        let _ = p.held[d].compare_exchange(h, pack48(bytes, seq), AcqRel, Acquire);
+    }
+    if seq16(p.held[d].load(Acquire)) == seq {
+        let _ = wd.usage.compare_exchange(u, used_of(u), AcqRel, Acquire);
+    }
+}
+
+enum Apply {
+    Done { used: u64 },
+    Blocked { used: u64 },
+}
+
+/// Apply `delta` bytes of slot `i` to worker-device `wd` (device `d`),
+/// refusing growth past `limit` (0 = none) unless `force`.
+fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: bool) -> Res<Apply> {
+    let p = &l.procs[i];
+    let h = p.held[d].load(Acquire);
+    let (bytes, seq) = (low48(h), (seq16(h) + 1) & 0xffff);
+    if delta < 0 && delta.unsigned_abs() > bytes {
+        return Err(Error::InvalidParam(format!(
+            "freeing {} bytes, but the process holds {bytes} on this device",
+            delta.unsigned_abs()
+        )));
+    }
+    p.intent[d].store(pack48(delta as u64, seq), Release);
+    let new = loop {
+        let u = wd.usage.load(Acquire);
+        if tagged(u) {
+            help(l, d, wd, u);
+            continue;
+        }
+        let used = used_of(u);
+        let limit = wd.mem_limit.load(Acquire);
+        let target = used as i128 + delta as i128;
+        if delta > 0 && ((limit != 0 && target > limit as i128) || target > MAX_BYTES as i128) {
+            // Not recorded: only our own sequence moves on.
+            let _ = p.held[d].compare_exchange(h, pack48(bytes, seq), AcqRel, Acquire);
+            return Ok(Apply::Blocked { used });
+        }
+        let new = usage_word(target.max(0) as u64, i, seq);
+        if wd.usage.compare_exchange(u, new, AcqRel, Acquire).is_ok() {
+            break new;
+        }
+    };
+    let applied = pack48((bytes as i64 + delta) as u64, seq);
+    if owner {
+        // Only a helper of this very op may write `held` now, and with the
+        // same value.
+        p.held[d].store(applied, Release);
+    } else {
+        let _ = p.held[d].compare_exchange(h, applied, AcqRel, Acquire);
+    }
+    let _ = wd
+        .usage
+        .compare_exchange(new, used_of(new), AcqRel, Acquire);
+    Ok(Apply::Done { used: used_of(new) })
+}
+
+/// Reclaim slot `i` if its process is dead (or its reclaimer died).
+/// Returns whether this call reclaimed it.
+fn reclaim(l: &Layout, i: usize) -> bool {
+    let p = &l.procs[i];
+    let me = my_pid();
+    loop {
+        let st = p.state.load(Acquire);
+        let pid = word_pid(st);
+        let ours = match st & 3 {
+            PROC_LIVE => !alive(pid, Some(p.start.load(Relaxed))),
+            PROC_RECLAIMING => pid != me && !alive(pid, None),
+            _ => return false,
+        };
+        if !ours {
+            return false;
+        }
+        if p.state
+            .compare_exchange(st, proc_word(me, PROC_RECLAIMING), AcqRel, Acquire)
+            .is_ok()
+        {
+            break;
+        }
+    }
+    let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
+    let mask = p.devmask.load(Acquire);
+    for d in (0..MAX_DEVICES).filter(|d| mask & 1 << d != 0) {
+        let wd = &l.wd[w][d];
+        loop {
+            let u = wd.usage.load(Acquire);
+            if tagged(u) && tag_slot(u) == i {
+                help(l, d, wd, u);
+            } else {
+                break;
+            }
+        }
+        let held = low48(p.held[d].load(Acquire));
+        if held > 0 {
+            let _ = apply(l, i, d, wd, -(held as i64), false);
+        }
+        p.tokens[d].store(0, Relaxed);
+    }
+    p.devmask.store(0, Relaxed);
+    p.state.store(proc_word(0, PROC_FREE), Release);
+    true
+}
+
+/// Reclaim every dead process (of one worker, when given). Returns how many.
+fn sweep(l: &Layout, worker: Option<usize>) -> usize {
+    let me = my_pid();
+    let mut n = 0;
+    for (i, p) in l.procs.iter().enumerate() {
+        let st = p.state.load(Acquire);
+        let kind = st & 3;
+        if kind != PROC_LIVE && kind != PROC_RECLAIMING {
+            continue;
+        }
+        if kind == PROC_LIVE && word_pid(st) == me {
+            continue;
+        }
+        if worker.is_some_and(|w| p.worker.load(Relaxed) as usize != w) {
+            continue;
+        }
+        if reclaim(l, i) {
+            n += 1;
+        }
+    }
+    n
+}
+
+// ---- the limiter's operations --------------------------------------------------
+
+/// Outcome of a memory check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemOutcome {
+    pub should_block: bool,
+    /// `limit − usage` after the op (`u64::MAX` when the worker has no limit).
+    pub available_bytes: u64,
+}
+
+/// Outcome of a compute check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComputeOutcome {
+    pub should_block: bool,
+    pub available_tokens: u64,
+}
+
+fn frozen(l: &Layout, w: usize, wd: &WorkerDevice, bit: u64) -> bool {
+    (w != 0 && l.workers[w].freeze.load(Acquire) != 0) || wd.auto_freeze.load(Acquire) & bit != 0
+}
+
+fn available(limit: u64, used: u64) -> u64 {
+    if limit == 0 {
+        u64::MAX
+    } else {
+        limit.saturating_sub(used)
+    }
+}
+
+/// `CheckAndRecordMemoryOps` for process `pid` (positive delta: allocate).
+pub fn check_memory(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {
+    let l = shared()?;
+    let d = device(l, uuid)?;
+    let i = proc_slot(l, pid)?;
+    let p = &l.procs[i];
+    let w = p.worker.load(Relaxed) as usize;
+    let wd = &l.wd[w][d];
+    if delta.unsigned_abs() > MAX_BYTES {
+        return Err(Error::InvalidParam(format!(
+            "{delta} bytes in one operation (at most {MAX_BYTES})"
+        )));
+    }
+    if frozen(l, w, wd, AUTO_MEMORY) {
+        return Ok(MemOutcome {
+            should_block: true,
+            available_bytes: available(wd.mem_limit.load(Acquire), used_of(wd.usage.load(Acquire))),
+        });
+    }
+    mark_device(p, d);
+    let mut swept = false;
+    loop {
+        match apply(l, i, d, wd, delta, true)? {
+            Apply::Done { used } => {
+                return Ok(MemOutcome {
+                    should_block: false,
+                    available_bytes: available(wd.mem_limit.load(Acquire), used),
+                })
+            }
+            Apply::Blocked { used } => {
+                if !swept && try_sweep(l, w, wd) {
+                    swept = true;
+                    continue;
+                }
+                return Ok(MemOutcome {
+                    should_block: true,
+                    available_bytes: available(wd.mem_limit.load(Acquire), used),
+                });
+            }
+        }
+    }
+}
+
+/// Sweep the worker's dead processes, at most once a millisecond per worker
+/// and device; true when something was reclaimed.
+fn try_sweep(l: &Layout, w: usize, wd: &WorkerDevice) -> bool {
+    let now = map::monotonic_ns();
+    let last = wd.last_sweep_ns.load(Relaxed);
+    if now.saturating_sub(last) < 1_000_000
+        || wd
+            .last_sweep_ns
+            .compare_exchange(last, now, AcqRel, Relaxed)
+            .is_err()
+    {
+        return false;
+    }
+    sweep(l, Some(w)) > 0
+}
+
+/// `CheckAndRecordComputeOps` for process `pid`.
+pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
+    let l = shared()?;
+    let d = device(l, uuid)?;
+    let i = proc_slot(l, pid)?;
+    let p = &l.procs[i];
+    let w = p.worker.load(Relaxed) as usize;
+    let wd = &l.wd[w][d];
+    let percent = wd.compute_limit.load(Acquire);
+    mark_device(p, d);
+    let now = map::monotonic_ns().saturating_mul(16);
+    let window = BURST_NS * 16;
+    let avail = |tat: u64| {
+        let ahead = tat.saturating_sub(now);
+        (window.saturating_sub(ahead) as u128 * percent as u128 / 1600) as u64
+    };
+    if frozen(l, w, wd, AUTO_COMPUTE) {
+        let a = if percent == 0 {
+            u64::MAX
+        } else {
+            avail(wd.tat.load(Acquire))
+        };
+        return Ok(ComputeOutcome {
+            should_block: true,
+            available_tokens: a,
+        });
+    }
+    if percent == 0 {
+        p.tokens[d].fetch_add(tokens, Relaxed);
+        return Ok(ComputeOutcome {
+            should_block: false,
+            available_tokens: u64::MAX,
+        });
+    }
+    let cost = (tokens as u128 * 1600).div_ceil(percent as u128);
+    loop {
+        let tat = wd.tat.load(Acquire);
+        let base = tat.max(now);
+        let next = base as u128 + cost;
+        if next > (now + window) as u128 {
+            return Ok(ComputeOutcome {
+                should_block: true,
+                available_tokens: avail(tat),
+            });
+        }
+        let next = next as u64;
+        if wd.tat.compare_exchange(tat, next, AcqRel, Acquire).is_ok() {
+            p.tokens[d].fetch_add(tokens, Relaxed);
+            return Ok(ComputeOutcome {
+                should_block: false,
+                available_tokens: avail(next),
+            });
+        }
+    }
+}
+
+/// A worker's freeze state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreezeState {
+    pub frozen: bool,
+    pub freeze_time_ms: u64,
+}
+
+fn now_ms() -> u64 {
+    map::monotonic_ns() / 1_000_000
+}
+
+fn freeze_state(wk: &Worker) -> FreezeState {
+    let f = wk.freeze.load(Acquire);
+    let total = wk.frozen_ms.load(Acquire);
+    FreezeState {
+        frozen: f != 0,
+        freeze_time_ms: if f == 0 {
+            total
+        } else {
+            total + now_ms().saturating_sub(f - 1)
+        },
+    }
+}
+
+/// `FreezeWorker`: idempotent; NOT_FOUND for a worker the limiter never saw.
+pub fn freeze_worker(worker: &str) -> Res<FreezeState> {
+    let l = shared()?;
+    let wk = &l.workers[known_worker(l, worker)?];
+    let _ = wk.freeze.compare_exchange(0, now_ms() + 1, AcqRel, Acquire);
+    Ok(freeze_state(wk))
+}
+
+/// `ResumeWorker`: idempotent; adds the frozen span to the freeze time.
+pub fn resume_worker(worker: &str) -> Res<FreezeState> {
+    let l = shared()?;
+    let wk = &l.workers[known_worker(l, worker)?];
+    let since = wk.freeze.swap(0, AcqRel);
+    if since != 0 {
+        wk.frozen_ms
+            .fetch_add(now_ms().saturating_sub(since - 1), AcqRel);
+    }
+    Ok(freeze_state(wk))
+}
+
+/// The resource of `AutoFreeze`/`AutoResume`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Memory,
+    Compute,
+}
+
+impl std::str::FromStr for Resource {
+    type Err = Error;
+    fn from_str(s: &str) -> Res<Resource> {
+        match s {
+            "memory" => Ok(Resource::Memory),
+            "compute" => Ok(Resource::Compute),
+            _ => Err(Error::InvalidParam(format!(
+                "resource type {s:?} is neither \"memory\" nor \"compute\""
+            ))),
+        }
+    }
+}
+
+/// `AutoFreeze` (`frozen`) / `AutoResume` of one resource of a worker on a device.
+pub fn auto_freeze(worker: &str, uuid: &str, resource: Resource, frozen: bool) -> Res<()> {
+    let l = shared()?;
+    let w = known_worker(l, worker)?;
+    let d = device(l, uuid)?;
+    let bit = match resource {
+        Resource::Memory => AUTO_MEMORY,
+        Resource::Compute => AUTO_COMPUTE,
+    };
+    if frozen {
+        l.wd[w][d].auto_freeze.fetch_or(bit, AcqRel);
+    } else {
+        l.wd[w][d].auto_freeze.fetch_and(!bit, AcqRel);
+    }
+    Ok(())
+}
+
+/// `AddWorkerProcess`: register `pid` (and its worker) on a device.
+pub fn add_process(uuid: &str, pid: i32) -> Res<()> {
+    let l = shared()?;
+    let d = device(l, uuid)?;
+    let i = proc_slot(l, pid)?;
+    mark_device(&l.procs[i], d);
+    Ok(())
+}
+
+// ---- limits and reports, for libaccelerator and its vendors ---------------------
+
+fn set_once(word: &AtomicU64, value: u64, what: &str, worker: &str, uuid: &str) -> Res<()> {
+    match word.compare_exchange(0, value, AcqRel, Acquire) {
+        Ok(_) => Ok(()),
+        Err(v) if v == value => Ok(()),
+        Err(v) => Err(Error::OperationFailed(format!(
+            "{what} limit of worker {worker:?} on {uuid:?} is already {v} (hard limits are one-time)"
+        ))),
+    }
+}
+
+/// Set a worker's memory limit on a device (one-time; the same value again is fine).
+pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
+    if bytes == 0 || bytes > MAX_BYTES {
+        return Err(Error::InvalidParam(format!(
+            "memory limit {bytes} is outside 1..={MAX_BYTES}"
+        )));
+    }
+    let l = shared()?;
+    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    let d = device(l, uuid)?;
+    set_once(&l.wd[w][d].mem_limit, bytes, "memory", worker, uuid)
+}
+
+/// Set a worker's compute limit (percent, 1–100) on a device (one-time).
+pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
+    if !(1..=100).contains(&percent) {
+        return Err(Error::InvalidParam(format!(
+            "compute limit {percent}% is outside 1..=100"
+        )));
+    }
+    let l = shared()?;
+    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    let d = device(l, uuid)?;
+    set_once(
+        &l.wd[w][d].compute_limit,
+        percent.into(),
+        "compute",
+        worker,
+        uuid,
+    )
+}
+
+/// One worker's limits on one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitEntry {
+    pub worker: String,
+    pub device_uuid: String,
+    pub memory_bytes: Option<u64>,
+    pub compute_percent: Option<u32>,
+}
+
+fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
+    l.devices
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.state.load(Acquire) == KEY_READY)
+        .map(|(d, k)| (d, key_name(k)))
+        .collect()
+}
+
+/// Every limit set on the node.
+pub fn limits() -> Res<Vec<LimitEntry>> {
+    let l = shared()?;
+    let devices = ready_devices(l);
+    let mut out = Vec::new();
+    for (w, wk) in l.workers.iter().enumerate().skip(1) {
+        if wk.key.state.load(Acquire) != KEY_READY {
+            continue;
+        }
+        for (d, uuid) in &devices {
+            let mem = l.wd[w][*d].mem_limit.load(Acquire);
+            let cu = l.wd[w][*d].compute_limit.load(Acquire);
+            if mem != 0 || cu != 0 {
+                out.push(LimitEntry {
+                    worker: key_name(&wk.key),
+                    device_uuid: uuid.clone(),
+                    memory_bytes: (mem != 0).then_some(mem),
+                    compute_percent: (cu != 0).then_some(cu as u32),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the limiter recorded for one live process on one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessUsage {
+    pub pid: i32,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// The worker id; empty for a process without `ACCELERATOR_WORKER_ID`.
+    pub worker: String,
+    pub device_uuid: String,
+    /// Bytes the limiter recorded (allocations minus frees).
+    pub memory_bytes: u64,
+    /// Compute tokens granted so far (1 token = 1 ns of the whole device).
+    pub compute_tokens: u64,
+}
+
+/// Every live process the limiter knows, one entry per device it used.
+/// Dead processes are reclaimed first, so the bytes are those of live
+/// processes only.
+pub fn processes() -> Res<Vec<ProcessUsage>> {
+    let l = shared()?;
+    sweep(l, None);
+    let devices = ready_devices(l);
+    let mut out = Vec::new();
+    for p in &l.procs {
+        let st = p.state.load(Acquire);
+        if st & 3 != PROC_LIVE {
+            continue;
+        }
+        let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
+        let worker = if w == 0 {
+            String::new()
+        } else {
+            key_name(&l.workers[w].key)
+        };
+        let mask = p.devmask.load(Acquire);
+        for (d, uuid) in &devices {
+            if mask & 1 << d != 0 {
+                out.push(ProcessUsage {
+                    pid: word_pid(st),
+                    start_time: p.start.load(Relaxed),
+                    worker: worker.clone(),
+                    device_uuid: uuid.clone(),
+                    memory_bytes: low48(p.held[*d].load(Acquire)),
+                    compute_tokens: p.tokens[*d].load(Relaxed),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A worker's recorded usage on a device and its memory limit (None:
+/// unlimited). NOT_FOUND for an unknown worker or device.
+pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
+    let l = shared()?;
+    let w = known_worker(l, worker)?;
+    let d = device_index(l, uuid, false)?
+        .ok_or_else(|| Error::NotFound(format!("device {uuid:?} is not known to the limiter")))?;
+    let wd = &l.wd[w][d];
+    let limit = wd.mem_limit.load(Acquire);
+    Ok((
+        used_of(wd.usage.load(Acquire)),
+        (limit != 0).then_some(limit),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_round_trips() {
+        assert_eq!(delta_of(pack48(-5i64 as u64, 7)), -5);
+        assert_eq!(seq16(pack48(-5i64 as u64, 7)), 7);
+        let u = usage_word(123, 4095, 0x1ff);
+        assert!(tagged(u));
+        assert_eq!((used_of(u), tag_slot(u), tag_seq8(u)), (123, 4095, 0xff));
+        assert_eq!(word_pid(proc_word(4_194_304, PROC_LIVE)), 4_194_304);
+        assert_eq!(SIZE % 4096, 0);
+    }
+}

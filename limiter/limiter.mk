@@ -1,0 +1,46 @@
+# liblimiter.so: included by the top-level Makefile.
+#
+#   make limiter   build/liblimiter.so (and include/limiter.h)
+#   make bench     the hot-path benchmark table (README, "Limiter")
+#
+# Its C tests join `make test` through TEST_RUN_EXTRA and VALGRIND_EXTRA.
+
+LIMITER_SO    := $(BUILD)/liblimiter.so
+LIMITER_TESTS := test_limiter test_limiter_kill
+LIMITER_BIN   := $(BUILD)/c-tests/limiter
+
+.PHONY: limiter bench limiter-test limiter-valgrind
+
+limiter: $(LIMITER_SO)
+
+# Its own target directory: building it never rebuilds libaccelerator.
+$(LIMITER_SO): FORCE
+	$(CARGO) build --release -p limiter --target-dir target/limiter
+	@mkdir -p $(BUILD)
+	cp target/limiter/release/liblimiter.so $@
+
+include/limiter.h: $(LIMITER_SO)
+
+$(LIMITER_BIN)/%: c-tests/limiter/%.c c-tests/limiter/*.h c-tests/test_util.h \
+                  include/accelerator.h include/limiter.h
+	@mkdir -p $(LIMITER_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
+
+headers: $(LIMITER_SO)
+
+limiter-test: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN)/,$(LIMITER_TESTS))
+	c-tests/check_exports.sh $(LIMITER_SO) c-tests/limiter.exports
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_kill $(LIMITER_SO) $(BUILD)/libaccelerator.so
+
+limiter-valgrind: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN)/,$(LIMITER_TESTS))
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 \
+	  $(VALGRIND) $(LIMITER_BIN)/test_limiter $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 \
+	  $(VALGRIND) $(LIMITER_BIN)/test_limiter_kill $(LIMITER_SO) $(BUILD)/libaccelerator.so
+
+bench: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(LIMITER_BIN)/bench_limiter
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/bench_limiter $(LIMITER_SO) $(BUILD)/libaccelerator.so
+
+TEST_RUN_EXTRA += limiter-test
+VALGRIND_EXTRA += limiter-valgrind
