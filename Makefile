@@ -62,6 +62,28 @@ TEST_RUN_EXTRA :=
 VALGRIND_EXTRA :=
 -include vendors/*/vendor.mk limiter/limiter.mk go/go.mk packaging/packaging.mk probe/probe.mk
 
+# The limiter's records reach every vendor's per-process functions: run
+# against the stub and against each vendor's fake driver.
+$(BUILD)/c-tests/test_usage_merge: c-tests/test_usage_merge.c c-tests/test_util.h \
+                                   include/accelerator.h include/limiter.h
+	@mkdir -p $(BUILD)/c-tests
+	$(CC) $(CFLAGS) -o $@ $< -ldl
+
+.PHONY: test-usage-merge
+test-usage-merge: $(LIMITER_SO) $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator.so \
+                  $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) \
+	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator.so $(LIMITER_SO)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_VENDOR=nvidia \
+	  ACCELERATOR_NVML_PATH=$(NVIDIA_FAKES)/libnvidia-ml.so.1 \
+	  ACCELERATOR_CUDA_PATH=$(NVIDIA_FAKES)/libcuda.so.1 \
+	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator_nvidia.so $(LIMITER_SO)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_VENDOR=ascend \
+	  ACCELERATOR_DCMI_PATH=$(ASCEND_FAKES)/libdcmi.so FAKE_DCMI_STATE=$(TEST_STATE) \
+	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator_ascend.so $(LIMITER_SO)
+
+TEST_RUN_EXTRA += test-usage-merge
+
 test-run: $(BUILD)/libaccelerator.so $(addprefix $(BUILD)/c-tests/,$(C_TESTS)) $(TEST_RUN_EXTRA)
 	$(CARGO) run -q --target-dir target/stub --example layout > $(BUILD)/layout.rust.txt
 	$(BUILD)/c-tests/layout > $(BUILD)/layout.c.txt

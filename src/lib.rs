@@ -8,6 +8,8 @@ mod api;
 mod limits;
 mod log;
 mod select;
+#[cfg(any(feature = "nvidia", feature = "ascend"))]
+mod usage;
 pub mod vendor;
 
 // One module per vendor directory under vendors/, compiled in by its feature.

@@ -59,6 +59,10 @@ impl Ascend {
             .ok_or_else(|| Error::NotFound(format!("device index {index}")))
     }
 
+    fn infos(&self) -> Vec<DeviceInfo> {
+        self.devices.iter().map(|d| d.info.clone()).collect()
+    }
+
     fn by_uuid(&self, uuid: &str) -> Res<&Dev> {
         self.devices
             .iter()
@@ -141,9 +145,10 @@ impl Vendor for Ascend {
         ))
     }
 
-    /// DCMI reports no per-process AI core use: nothing is invented.
-    fn process_compute(&self, _query: &ProcessQuery) -> Res<Vec<ProcessCompute>> {
-        Ok(Vec::new())
+    /// DCMI reports no per-process AI core use: only the processes the
+    /// limiter recorded are listed, with nothing invented.
+    fn process_compute(&self, query: &ProcessQuery) -> Res<Vec<ProcessCompute>> {
+        crate::usage::merge_compute(Vec::new(), &self.infos(), query)
     }
 
     fn process_memory(&self, query: &ProcessQuery) -> Res<Vec<ProcessMemory>> {
@@ -155,7 +160,7 @@ impl Vendor for Ascend {
         {
             out.extend(metrics::driver_processes(self.dcmi, dev)?);
         }
-        Ok(out)
+        crate::usage::merge_memory(out, &self.infos(), query)
     }
 
     fn metrics(&self, device_uuid: &str) -> Res<Metrics> {

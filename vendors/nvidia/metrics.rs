@@ -283,21 +283,3 @@ pub(crate) fn process_memory(
     }
     Ok(out)
 }
-
-/// Merge point with the limiter's per-process records (shared state of
-/// liblimiter). Its read API is not available yet: the driver's view is
-/// returned as is. The lead wires the merge here.
-pub(crate) fn merge_limiter_compute(
-    driver: Vec<ProcessCompute>,
-    _query: &ProcessQuery,
-) -> Vec<ProcessCompute> {
-    driver
-}
-
-/// See `merge_limiter_compute`.
-pub(crate) fn merge_limiter_memory(
-    driver: Vec<ProcessMemory>,
-    _query: &ProcessQuery,
-) -> Vec<ProcessMemory> {
-    driver
-}

@@ -128,6 +128,10 @@ impl Nvidia {
         })
     }
 
+    fn infos(&self) -> Vec<DeviceInfo> {
+        self.devs.iter().map(|d| d.info.clone()).collect()
+    }
+
     fn by_uuid(&self, uuid: &str) -> Res<(usize, &Dev)> {
         self.devs
             .iter()
@@ -194,12 +198,12 @@ impl Vendor for Nvidia {
 
     fn process_compute(&self, query: &ProcessQuery) -> Res<Vec<ProcessCompute>> {
         let driver = with_driver(|drv| metrics::process_compute(drv, &self.devs, query))?;
-        Ok(metrics::merge_limiter_compute(driver, query))
+        crate::usage::merge_compute(driver, &self.infos(), query)
     }
 
     fn process_memory(&self, query: &ProcessQuery) -> Res<Vec<ProcessMemory>> {
         let driver = with_driver(|drv| metrics::process_memory(drv, &self.devs, query))?;
-        Ok(metrics::merge_limiter_memory(driver, query))
+        crate::usage::merge_memory(driver, &self.infos(), query)
     }
 
     fn metrics(&self, device_uuid: &str) -> Res<Metrics> {
