@@ -23,8 +23,8 @@
 mod boundary;
 
 use accel_common::shm;
-use accel_common::{Error, Res, ResultCode};
-use boundary::{call, cstr, out, write_fixed};
+use accel_common::{Res, ResultCode};
+use boundary::{call, cstr, device_arg, out, write_device, write_fixed};
 use libc::c_char;
 
 /// Longest device UUID / worker id (the `char[64]` fields).
@@ -67,13 +67,7 @@ pub struct WorkerFreezeState {
 }
 
 unsafe fn process_id(p: *const c_char) -> Res<i32> {
-    let s = cstr(p, MAX_PROCESS_ID, "processId")?;
-    s.parse::<i32>()
-        .ok()
-        .filter(|&pid| pid > 0 && s.bytes().all(|b| b.is_ascii_digit()))
-        .ok_or_else(|| {
-            Error::InvalidParam(format!("processId {s:?} is not a positive decimal pid"))
-        })
+    boundary::pid_arg(p, MAX_PROCESS_ID)
 }
 
 /// Check one allocation (`bytesDiff` > 0) or free (< 0) of process
@@ -89,10 +83,11 @@ pub unsafe extern "C" fn CheckAndRecordMemoryOps(
 ) -> ResultCode {
     call("CheckAndRecordMemoryOps", || {
         let pid = process_id(processId)?;
-        let uuid = cstr(deviceUUID, MAX_ID, "deviceUUID")?;
+        let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
-        let o = shm::check_memory(pid, uuid, bytesDiff)?;
-        write_fixed(&mut record.deviceUUID, uuid);
+        let d = uuid.resolve(shm::device_slot)?;
+        let o = shm::check_memory_on(pid, d, bytesDiff)?;
+        write_device(&mut record.deviceUUID, &uuid);
         record.bytesDiff = bytesDiff;
         record.shouldBlock = o.should_block;
         record.availableBytes = o.available_bytes;
@@ -111,10 +106,11 @@ pub unsafe extern "C" fn CheckAndRecordComputeOps(
 ) -> ResultCode {
     call("CheckAndRecordComputeOps", || {
         let pid = process_id(processId)?;
-        let uuid = cstr(deviceUUID, MAX_ID, "deviceUUID")?;
+        let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
-        let o = shm::check_compute(pid, uuid, computeTokens)?;
-        write_fixed(&mut record.deviceUUID, uuid);
+        let d = uuid.resolve(shm::device_slot)?;
+        let o = shm::check_compute_on(pid, d, computeTokens)?;
+        write_device(&mut record.deviceUUID, &uuid);
         record.computeTokens = computeTokens;
         record.shouldBlock = o.should_block;
         record.availableTokens = o.available_tokens;

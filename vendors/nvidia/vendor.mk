@@ -28,3 +28,19 @@ test-nvidia-valgrind: $(NVIDIA_TEST_DEPS)
 
 TEST_RUN_EXTRA += test-nvidia
 VALGRIND_EXTRA += test-nvidia-valgrind
+
+# Benchmark (part of `make bench`): against the fakes here; on a GPU machine
+# run `build/c-tests/bench_nvidia build/libaccelerator_nvidia.so` with the
+# real driver (see docs/nvidia.md).
+$(BUILD)/c-tests/bench_nvidia: c-tests/bench_nvidia.c include/accelerator.h
+	@mkdir -p $(BUILD)/c-tests
+	$(CC) $(CFLAGS) -o $@ $< -ldl
+
+.PHONY: bench-nvidia
+bench-nvidia: $(NVIDIA_TEST_DEPS) $(BUILD)/c-tests/bench_nvidia
+	$(NVIDIA_TEST_ENV) ACCELERATOR_VENDOR=nvidia \
+	  ACCELERATOR_NVML_PATH=$(NVIDIA_FAKES)/libnvidia-ml.so.1 \
+	  ACCELERATOR_CUDA_PATH=$(NVIDIA_FAKES)/libcuda.so.1 \
+	  $(BUILD)/c-tests/bench_nvidia $(BUILD)/libaccelerator_nvidia.so $(NVIDIA_FAKES)/libnvidia-ml.so.1
+
+bench: bench-nvidia

@@ -791,10 +791,31 @@ fn available(limit: u64, used: u64) -> u64 {
     }
 }
 
+/// The device slot of `uuid`, claimed the first time it is seen. Device
+/// slots are never released or renamed, so a caller may keep the index for
+/// the life of the process (forked children included: they share the
+/// mapping) and pass it to [`check_memory_on`] / [`check_compute_on`].
+pub fn device_slot(uuid: &str) -> Res<usize> {
+    device(shared()?, uuid)
+}
+
+fn checked_device(d: usize) -> Res<usize> {
+    if d < MAX_DEVICES {
+        Ok(d)
+    } else {
+        Err(Error::Internal(format!("device slot {d} out of range")))
+    }
+}
+
 /// `CheckAndRecordMemoryOps` for process `pid` (positive delta: allocate).
 pub fn check_memory(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {
+    check_memory_on(pid, device_slot(uuid)?, delta)
+}
+
+/// [`check_memory`] on device slot `d` (from [`device_slot`]).
+pub fn check_memory_on(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
     let l = shared()?;
-    let d = device(l, uuid)?;
+    let d = checked_device(d)?;
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
     let w = p.worker.load(Relaxed) as usize;
@@ -852,8 +873,13 @@ fn try_sweep(l: &Layout, w: usize, wd: &WorkerDevice) -> bool {
 
 /// `CheckAndRecordComputeOps` for process `pid`.
 pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
+    check_compute_on(pid, device_slot(uuid)?, tokens)
+}
+
+/// [`check_compute`] on device slot `d` (from [`device_slot`]).
+pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
     let l = shared()?;
-    let d = device(l, uuid)?;
+    let d = checked_device(d)?;
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
     let w = p.worker.load(Relaxed) as usize;
@@ -862,9 +888,13 @@ pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
     mark_device(p, d);
     let now = map::monotonic_ns().saturating_mul(16);
     let window = BURST_NS * 16;
+    // percent ≤ 100 (set_compute_limit) and the window is 1.6e9, so the
+    // product fits in u64 (no 128-bit division on the hot path); `min`
+    // keeps it so for any word a foreign writer left.
+    let percent = percent.min(100);
     let avail = |tat: u64| {
         let ahead = tat.saturating_sub(now);
-        (window.saturating_sub(ahead) as u128 * percent as u128 / 1600) as u64
+        window.saturating_sub(ahead) * percent / 1600
     };
     if frozen(l, w, wd, AUTO_COMPUTE) {
         let a = if percent == 0 {
@@ -884,7 +914,10 @@ pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
             available_tokens: u64::MAX,
         });
     }
-    let cost = (tokens as u128 * 1600).div_ceil(percent as u128);
+    let cost = match tokens.checked_mul(1600) {
+        Some(t) => t.div_ceil(percent) as u128,
+        None => (tokens as u128 * 1600).div_ceil(percent as u128),
+    };
     loop {
         let tat = wd.tat.load(Acquire);
         let base = tat.max(now);
