@@ -12,6 +12,7 @@
 #include "limiter_load.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -239,6 +240,56 @@ static void test_memory(void) {
   EXPECT_RC(L.mem(me, D3, -123, &r), RESULT_SUCCESS);
 }
 
+/* Threads of one process on one device: every allocation and free is in
+ * the books exactly once (the limiter is called from every thread of a
+ * CUDA application). */
+enum { THREADS = 8 };
+static pthread_barrier_t thread_barrier;
+static atomic_int thread_errors;
+
+static void *thread_ops(void *arg) {
+  long ops = (long)arg;
+  MemoryOpRecord r;
+  for (long i = 0; i < ops; i++)
+    if (L.mem(me, D2, 4096, &r) != RESULT_SUCCESS || r.shouldBlock)
+      atomic_fetch_add(&thread_errors, 1);
+  pthread_barrier_wait(&thread_barrier); /* all allocated */
+  pthread_barrier_wait(&thread_barrier); /* main has checked the total */
+  for (long i = 0; i < ops; i++)
+    if (L.mem(me, D2, -4096, &r) != RESULT_SUCCESS)
+      atomic_fetch_add(&thread_errors, 1);
+  return NULL;
+}
+
+static void test_threads(void) {
+  long ops = test_quick() ? 200 : 20000;
+  pthread_t th[THREADS];
+  pthread_barrier_init(&thread_barrier, NULL, THREADS + 1);
+  for (int i = 0; i < THREADS; i++)
+    pthread_create(&th[i], NULL, thread_ops, (void *)ops);
+  pthread_barrier_wait(&thread_barrier);
+  uint64_t expect = (uint64_t)THREADS * (uint64_t)ops * 4096;
+  CHECK(used_of("w-func", D2) == expect, "%d threads x %ld allocations: used %llu, expected %llu",
+        THREADS, ops, (unsigned long long)used_of("w-func", D2), (unsigned long long)expect);
+  MemoryUtilization mu[256];
+  size_t n = 0;
+  uint64_t mine = 0;
+  EXPECT_RC_WITH(L.accLastError, L.procMem(mu, 256, &n), RESULT_SUCCESS);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(mu[i].processId, me) == 0 && strcmp(mu[i].deviceUUID, D2) == 0)
+      mine = mu[i].usedBytes;
+  CHECK(mine == expect, "the process's own books hold every allocation: %llu",
+        (unsigned long long)mine);
+  pthread_barrier_wait(&thread_barrier);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&thread_barrier);
+  CHECK(atomic_load(&thread_errors) == 0, "%d failed or blocked thread ops",
+        atomic_load(&thread_errors));
+  CHECK(used_of("w-func", D2) == 0, "every thread's frees released: used %llu",
+        (unsigned long long)used_of("w-func", D2));
+}
+
 /* Processes racing on one limit never overshoot; their memory comes back
  * when they are killed. */
 static void test_race(void) {
@@ -408,6 +459,7 @@ int main(int argc, char **argv) {
   setenv("ACCELERATOR_WORKER_ID", "w-func", 1);
   test_bad_inputs();
   test_memory();
+  test_threads();
   test_race();
   test_compute();
   test_freeze();

@@ -57,3 +57,12 @@ pub(super) fn monotonic_ns() -> u64 {
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
 }
+
+/// Run `child` in the child after every `fork()` of this process. glibc
+/// removes the handler when the library that registered it is unloaded.
+pub(super) fn at_fork_child(child: extern "C" fn()) {
+    // SAFETY: registers a plain function with no prepare/parent handlers.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(child));
+    }
+}

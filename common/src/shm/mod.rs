@@ -108,6 +108,7 @@
 //! preempted across exactly that many ops of one process on one device
 //! between two loads is the only case the sequence check cannot tell apart.
 
+mod local;
 mod map;
 
 use crate::statedir::{self, Create};
@@ -832,6 +833,7 @@ pub fn check_memory_on(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
         });
     }
     mark_device(p, d);
+    let _owner = local::lock(i, d);
     let mut swept = false;
     loop {
         match apply(l, i, d, wd, delta, true)? {
