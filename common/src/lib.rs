@@ -5,6 +5,7 @@
 //! the one error enum that maps onto them, and the secure handling of the
 //! node-wide state directory.
 
+pub mod cabi;
 pub mod error;
 pub mod result;
 pub mod shm;

@@ -12,14 +12,14 @@
 //!   memory of the last text seen and what it resolved to (pid, device slot),
 //!   so a repeated text skips validation, parsing and the device lookup.
 
+use accel_common::cabi::panic_error;
+pub use accel_common::cabi::{cstr, out, write_fixed};
 use accel_common::{Error, Res, ResultCode};
 use libc::c_char;
 use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// Longest `const char*` read; anything longer is INVALID_PARAM.
-const MAX_CSTR: usize = 4096;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -208,16 +208,7 @@ pub fn last_error_ptr() -> *const c_char {
 pub fn call(name: &str, f: impl FnOnce() -> Res<()>) -> ResultCode {
     let outcome = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::Internal(format!(
-                "panic caught at the ABI boundary: {what}"
-            )))
-        }
+        Err(panic) => Err(panic_error(panic)),
     };
     match outcome {
         Ok(()) => {
@@ -233,49 +224,4 @@ pub fn call(name: &str, f: impl FnOnce() -> Res<()>) -> ResultCode {
             e.code()
         }
     }
-}
-
-/// Read a caller's `const char*`: non-NULL, NUL-terminated within
-/// `MAX_CSTR` bytes, non-empty, at most `max` bytes, UTF-8.
-///
-/// # Safety
-/// `p` is NULL or points to readable memory up to its NUL or `MAX_CSTR` bytes.
-pub unsafe fn cstr<'a>(p: *const c_char, max: usize, what: &str) -> Res<&'a str> {
-    if p.is_null() {
-        return Err(Error::InvalidParam(format!("{what} is NULL")));
-    }
-    let len = libc::strnlen(p, MAX_CSTR + 1);
-    let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
-    if bytes.is_empty() {
-        return Err(Error::InvalidParam(format!("{what} is empty")));
-    }
-    if len > max {
-        return Err(Error::InvalidParam(format!(
-            "{what} is longer than {max} bytes"
-        )));
-    }
-    std::str::from_utf8(bytes)
-        .map_err(|_| Error::InvalidParam(format!("{what} is not valid UTF-8")))
-}
-
-/// A required pointer to one value the caller owns.
-///
-/// # Safety
-/// `p` is NULL or valid for reads and writes of a `T`.
-pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| Error::InvalidParam(format!("{what} is NULL")))
-}
-
-/// Write `s` into a `char[N]`, truncated on a character boundary to N-1
-/// bytes, NUL-terminated and zero-padded.
-pub fn write_fixed<const N: usize>(field: &mut [c_char; N], s: &str) {
-    let mut end = s.len().min(N - 1);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    for (dst, &b) in field.iter_mut().zip(&s.as_bytes()[..end]) {
-        *dst = b as c_char;
-    }
-    field[end..].fill(0);
 }

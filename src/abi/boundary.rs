@@ -4,20 +4,20 @@
 //!   A panic becomes RESULT_ERROR_INTERNAL (false); every failure leaves its
 //!   message for `acceleratorGetLastError` on this thread and is logged at
 //!   debug level.
-//! - `cstr`, `fixed`: the one bounded, UTF-8-checked way to read strings.
-//! - `write_fixed`: the one way to write a `char[N]`, always NUL-terminated.
+//! - `cstr`, `fixed`, `write_fixed` (from `accel_common::cabi`, shared with
+//!   liblimiter): the one bounded, UTF-8-checked way to read strings and the
+//!   one way to write a `char[N]`, always NUL-terminated.
 //! - pointer and array checks (NULL, zero and huge counts) in one place.
 //! - `alloc_array`/`free_array`: the allocator of the library-allocated style.
 
 use crate::log::log_at;
+use accel_common::cabi::panic_error;
+pub use accel_common::cabi::{cstr, fixed, fixed_from, fixed_opt, out, write_fixed, MAX_CSTR};
 use accel_common::{Error, Res, ResultCode};
 use libc::c_char;
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// Longest `const char*` we read; anything longer is INVALID_PARAM.
-pub(crate) const MAX_CSTR: usize = 4096;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -41,16 +41,7 @@ pub fn last_error_ptr() -> *const c_char {
 fn catch(name: &str, f: impl FnOnce() -> Res<()>) -> Res<()> {
     let outcome = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::Internal(format!(
-                "panic caught at the ABI boundary: {what}"
-            )))
-        }
+        Err(panic) => Err(panic_error(panic)),
     };
     match &outcome {
         Ok(()) => set_last_error(""),
@@ -82,85 +73,6 @@ pub fn call_void(name: &str, f: impl FnOnce()) {
         f();
         Ok(())
     });
-}
-
-fn checked_str<'a>(bytes: &'a [u8], max: usize, what: &str) -> Res<&'a str> {
-    if bytes.is_empty() {
-        return Err(Error::InvalidParam(format!("{what} is empty")));
-    }
-    if bytes.len() > max {
-        return Err(Error::InvalidParam(format!(
-            "{what} is {} bytes long (at most {max})",
-            bytes.len()
-        )));
-    }
-    std::str::from_utf8(bytes)
-        .map_err(|_| Error::InvalidParam(format!("{what} is not valid UTF-8")))
-}
-
-/// Read a caller's `const char*`: non-NULL, NUL-terminated within
-/// `MAX_CSTR` bytes, non-empty, at most `max` bytes, UTF-8.
-///
-/// # Safety
-/// `p` is NULL or points to readable memory up to its NUL or `MAX_CSTR` bytes.
-pub unsafe fn cstr<'a>(p: *const c_char, max: usize, what: &str) -> Res<&'a str> {
-    if p.is_null() {
-        return Err(Error::InvalidParam(format!("{what} is NULL")));
-    }
-    let len = libc::strnlen(p, MAX_CSTR + 1);
-    if len > MAX_CSTR {
-        return Err(Error::InvalidParam(format!(
-            "{what} is longer than {MAX_CSTR} bytes"
-        )));
-    }
-    checked_str(std::slice::from_raw_parts(p.cast::<u8>(), len), max, what)
-}
-
-/// Read a fixed `char[N]` field: it must hold a NUL within its N bytes.
-pub fn fixed<'a, const N: usize>(field: &'a [c_char; N], what: &str) -> Res<&'a str> {
-    // SAFETY: c_char and u8 have the same size and alignment.
-    let bytes: &[u8; N] = unsafe { &*(field as *const [c_char; N]).cast::<[u8; N]>() };
-    let len = bytes.iter().position(|&b| b == 0).ok_or_else(|| {
-        Error::InvalidParam(format!("{what} is not NUL-terminated within {N} bytes"))
-    })?;
-    checked_str(&bytes[..len], N - 1, what)
-}
-
-/// Like `fixed`, but an empty field is allowed (an optional filter).
-pub fn fixed_opt<'a, const N: usize>(field: &'a [c_char; N], what: &str) -> Res<&'a str> {
-    if field[0] == 0 {
-        return Ok("");
-    }
-    fixed(field, what)
-}
-
-/// Write `s` into a `char[N]`, truncated on a UTF-8 character boundary to
-/// N-1 bytes, NUL-terminated and zero-padded.
-pub fn write_fixed<const N: usize>(field: &mut [c_char; N], s: &str) {
-    let mut end = s.len().min(N - 1);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    for (dst, &b) in field.iter_mut().zip(&s.as_bytes()[..end]) {
-        *dst = b as c_char;
-    }
-    field[end..].fill(0);
-}
-
-/// A `char[N]` holding `s` (see `write_fixed`).
-pub fn fixed_from<const N: usize>(s: &str) -> [c_char; N] {
-    let mut field = [0; N];
-    write_fixed(&mut field, s);
-    field
-}
-
-/// A required pointer to one value the caller owns.
-///
-/// # Safety
-/// `p` is NULL or valid for reads and writes of a `T`.
-pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| Error::InvalidParam(format!("{what} is NULL")))
 }
 
 /// A caller's input array of `n` elements: non-NULL, 1 ≤ n ≤ max.
@@ -279,56 +191,6 @@ pub unsafe fn owned_slice<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn field<const N: usize>(bytes: &[u8]) -> [c_char; N] {
-        let mut f = [0 as c_char; N];
-        for (d, &b) in f.iter_mut().zip(bytes) {
-            *d = b as c_char;
-        }
-        f
-    }
-
-    #[test]
-    fn write_fixed_truncates_on_a_char_boundary_and_terminates() {
-        let mut f = [0x55 as c_char; 8];
-        write_fixed(&mut f, "abcdefé");
-        // 7 bytes fit, but "é" spans bytes 6..8: it is dropped whole.
-        assert_eq!(fixed(&f, "f").unwrap(), "abcdef");
-        assert!(f[6..].iter().all(|&b| b == 0));
-        write_fixed(&mut f, "");
-        assert_eq!(f, [0; 8]);
-    }
-
-    #[test]
-    fn fixed_rejects_unterminated_empty_and_non_utf8() {
-        let full: [c_char; 4] = field(b"AAAA");
-        assert!(
-            matches!(fixed(&full, "x"), Err(Error::InvalidParam(m)) if m.contains("NUL-terminated"))
-        );
-        let empty: [c_char; 4] = field(b"");
-        assert!(matches!(fixed(&empty, "x"), Err(Error::InvalidParam(m)) if m.contains("empty")));
-        assert_eq!(fixed_opt(&empty, "x").unwrap(), "");
-        let bad: [c_char; 4] = field(b"\xff\xfe");
-        assert!(matches!(fixed(&bad, "x"), Err(Error::InvalidParam(m)) if m.contains("UTF-8")));
-    }
-
-    #[test]
-    fn cstr_checks_null_length_and_encoding() {
-        unsafe {
-            assert!(cstr(std::ptr::null(), 8, "s").is_err());
-            assert_eq!(cstr(c"dev".as_ptr(), 8, "s").unwrap(), "dev");
-            assert!(matches!(
-                cstr(c"toolong".as_ptr(), 3, "s"),
-                Err(Error::InvalidParam(_))
-            ));
-            assert!(matches!(
-                cstr(c"\xff".as_ptr(), 8, "s"),
-                Err(Error::InvalidParam(_))
-            ));
-            let long = CString::new(vec![b'a'; MAX_CSTR + 10]).unwrap();
-            assert!(cstr(long.as_ptr(), usize::MAX, "s").is_err());
-        }
-    }
 
     #[test]
     fn counts_and_buffers_are_checked() {
