@@ -20,7 +20,6 @@ use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
     /// Everything the hot path touches per call, in one thread-local (one

@@ -5,7 +5,7 @@ use super::boundary::*;
 use super::convert;
 use super::types::*;
 use crate::api::{self, MAX_DEVICES, MAX_PROCESSES, MAX_TEMPLATE_ID, MAX_UUID, MAX_WORKER_ID};
-use crate::vendor::ProcessQuery;
+use crate::vendor::{ProcessQuery, Vendor};
 use accel_common::Error;
 use libc::{c_char, pid_t};
 
@@ -225,6 +225,25 @@ pub unsafe extern "C" fn Resume(processes: *mut ProcessArray) -> ResultCode {
     })
 }
 
+/// Both per-process lists into the caller's buffer.
+unsafe fn fill_usage<V, C>(
+    name: &str,
+    (buffer, max_count, count): (*mut C, usize, *mut usize),
+    fetch: impl FnOnce(&dyn Vendor) -> Result<Vec<V>, Error>,
+    conv: fn(&V) -> C,
+) -> ResultCode {
+    call(name, || {
+        let count = out(count, "utilizationCount")?;
+        let all = fetch(api::active()?)?;
+        let dst = out_slice(buffer, max_count, all.len(), false, "utilizations")?;
+        for (slot, u) in dst.iter_mut().zip(&all) {
+            *slot = conv(u);
+        }
+        *count = dst.len();
+        Ok(())
+    })
+}
+
 /// Every tracked process on every device, up to `maxCount`.
 ///
 /// # Safety
@@ -235,16 +254,12 @@ pub unsafe extern "C" fn GetProcessComputeUtilization(
     maxCount: usize,
     utilizationCount: *mut usize,
 ) -> ResultCode {
-    call("GetProcessComputeUtilization", || {
-        let count = out(utilizationCount, "utilizationCount")?;
-        let all = api::active()?.process_compute(&ProcessQuery::default())?;
-        let dst = out_slice(utilizations, maxCount, all.len(), false, "utilizations")?;
-        for (slot, u) in dst.iter_mut().zip(&all) {
-            *slot = convert::compute(u);
-        }
-        *count = dst.len();
-        Ok(())
-    })
+    fill_usage(
+        "GetProcessComputeUtilization",
+        (utilizations, maxCount, utilizationCount),
+        |v| v.process_compute(&ProcessQuery::default()),
+        convert::compute,
+    )
 }
 
 /// # Safety
@@ -255,16 +270,12 @@ pub unsafe extern "C" fn GetProcessMemoryUtilization(
     maxCount: usize,
     utilizationCount: *mut usize,
 ) -> ResultCode {
-    call("GetProcessMemoryUtilization", || {
-        let count = out(utilizationCount, "utilizationCount")?;
-        let all = api::active()?.process_memory(&ProcessQuery::default())?;
-        let dst = out_slice(utilizations, maxCount, all.len(), false, "utilizations")?;
-        for (slot, u) in dst.iter_mut().zip(&all) {
-            *slot = convert::memory(u);
-        }
-        *count = dst.len();
-        Ok(())
-    })
+    fill_usage(
+        "GetProcessMemoryUtilization",
+        (utilizations, maxCount, utilizationCount),
+        |v| v.process_memory(&ProcessQuery::default()),
+        convert::memory,
+    )
 }
 
 /// # Safety

@@ -8,7 +8,7 @@ use super::caller;
 use super::convert;
 use super::types::*;
 use crate::api::{self, MAX_DEVICES, MAX_PROCESSES, MAX_PROCESS_ID, MAX_UUID};
-use crate::vendor::ProcessQuery;
+use crate::vendor::{ProcessQuery, Vendor};
 use accel_common::Res;
 use libc::c_char;
 
@@ -249,6 +249,31 @@ unsafe fn query_args(
     Ok((devices, named))
 }
 
+/// Both per-process queries: validate, ask the vendor, hand over the list.
+unsafe fn process_usage<V, C>(
+    name: &str,
+    (uuids, device_count, pids, process_count): (
+        *mut *const c_char,
+        usize,
+        *mut *const c_char,
+        usize,
+    ),
+    (utilizations, utilization_count): (*mut *mut C, *mut usize),
+    fetch: impl FnOnce(&dyn Vendor, &ProcessQuery) -> Res<Vec<V>>,
+    conv: fn(&V) -> C,
+) -> ResultCode {
+    call(name, || {
+        let (dst, count) = out_pair(utilizations, utilization_count, "utilizations")?;
+        let (devices, named) = query_args(uuids, device_count, pids, process_count)?;
+        let query = ProcessQuery {
+            devices: Some(&devices),
+            named: &named,
+        };
+        let all = fetch(api::active()?, &query)?;
+        hand_over(all.iter().map(conv).collect(), dst, count)
+    })
+}
+
 /// Utilization of the processes named in `processIds` and of every process
 /// the library knows of, on the given devices.
 ///
@@ -263,16 +288,13 @@ pub unsafe extern "C" fn getProcessComputeUtilization(
     utilizations: *mut *mut ComputeUtilization,
     utilizationCount: *mut usize,
 ) -> ResultCode {
-    call("getProcessComputeUtilization", || {
-        let (dst, count) = out_pair(utilizations, utilizationCount, "utilizations")?;
-        let (devices, named) = query_args(deviceUUIDs, deviceCount, processIds, processCount)?;
-        let query = ProcessQuery {
-            devices: Some(&devices),
-            named: &named,
-        };
-        let all = api::active()?.process_compute(&query)?;
-        hand_over(all.iter().map(convert::compute).collect(), dst, count)
-    })
+    process_usage(
+        "getProcessComputeUtilization",
+        (deviceUUIDs, deviceCount, processIds, processCount),
+        (utilizations, utilizationCount),
+        |v, q| v.process_compute(q),
+        convert::compute,
+    )
 }
 
 /// # Safety
@@ -294,16 +316,13 @@ pub unsafe extern "C" fn getProcessMemoryUtilization(
     utilizations: *mut *mut MemoryUtilization,
     utilizationCount: *mut usize,
 ) -> ResultCode {
-    call("getProcessMemoryUtilization", || {
-        let (dst, count) = out_pair(utilizations, utilizationCount, "utilizations")?;
-        let (devices, named) = query_args(deviceUUIDs, deviceCount, processIds, processCount)?;
-        let query = ProcessQuery {
-            devices: Some(&devices),
-            named: &named,
-        };
-        let all = api::active()?.process_memory(&query)?;
-        hand_over(all.iter().map(convert::memory).collect(), dst, count)
-    })
+    process_usage(
+        "getProcessMemoryUtilization",
+        (deviceUUIDs, deviceCount, processIds, processCount),
+        (utilizations, utilizationCount),
+        |v, q| v.process_memory(q),
+        convert::memory,
+    )
 }
 
 /// # Safety
