@@ -40,7 +40,8 @@
   X(SetMemHardLimit) X(SetComputeUnitHardLimit) X(Snapshot) X(Resume)          \
   X(GetProcessComputeUtilization) X(GetProcessMemoryUtilization)               \
   X(GetDeviceMetrics) X(GetExtendedDeviceMetrics) X(Log)                       \
-  X(acceleratorGetLastError) X(acceleratorSetLogCallback)                      \
+  X(acceleratorGetLastError) X(acceleratorGetLastErrorCode)                    \
+  X(acceleratorSetLogCallback)                                                 \
   X(acceleratorAbiVersion) X(acceleratorVendorName) X(getDeviceCount)          \
   X(getDeviceInfo) X(freeExtendedDeviceInfo) X(getPartitionTemplates)          \
   X(freePartitionTemplates) X(getDeviceTopology)                               \
@@ -93,13 +94,39 @@ static const char *lasterr(void) {
   return e ? e : "(null)";
 }
 
-#define EXPECT_OK(call) EXPECT_RC_WITH(LE, call, RESULT_SUCCESS)
+/* The code acceleratorGetLastErrorCode() must report for a kind of failure. */
+static int code_of_kind(const char *kind) {
+  static const struct {
+    const char *kind;
+    Result code;
+  } kinds[] = {{"invalid parameter", RESULT_ERROR_INVALID_PARAM},
+               {"not found", RESULT_ERROR_NOT_FOUND},
+               {"not supported", RESULT_ERROR_NOT_SUPPORTED},
+               {"resource exhausted", RESULT_ERROR_RESOURCE_EXHAUSTED},
+               {"operation failed", RESULT_ERROR_OPERATION_FAILED},
+               {"internal error", RESULT_ERROR_INTERNAL}};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strcmp(kind, kinds[i].kind) == 0)
+      return (int)kinds[i].code;
+  return -1; /* a message fragment, not a kind: the code is not checked */
+}
+
+#define EXPECT_OK(call)                                                        \
+  do {                                                                         \
+    EXPECT_RC_WITH(LE, call, RESULT_SUCCESS);                                  \
+    CHECK(A.acceleratorGetLastErrorCode() == RESULT_SUCCESS,                   \
+          "%s: last error code %d after a success", #call,                     \
+          (int)A.acceleratorGetLastErrorCode());                               \
+  } while (0)
 
 /* A failure must come with the expected code and a non-empty last error. */
 #define EXPECT_FAIL(call, code)                                                \
   do {                                                                         \
     EXPECT_RC_WITH(LE, call, code);                                            \
     CHECK(lasterr()[0] != '\0', "%s: empty last error after a failure", #call); \
+    CHECK(A.acceleratorGetLastErrorCode() == (code),                           \
+          "%s: last error code %d, expected %d", #call,                        \
+          (int)A.acceleratorGetLastErrorCode(), (int)(code));                  \
   } while (0)
 
 /* bool functions: false, and the last error names the kind of failure
@@ -111,6 +138,10 @@ static const char *lasterr(void) {
     CHECK(!b_, "%s returned true, expected false", #call);                     \
     CHECK(strstr(e_, kind) != NULL, "%s: last error \"%s\" lacks \"%s\"",      \
           #call, e_, kind);                                                    \
+    int want_ = code_of_kind(kind);                                            \
+    CHECK(want_ < 0 || (int)A.acceleratorGetLastErrorCode() == want_,          \
+          "%s: last error code %d, expected %d", #call,                        \
+          (int)A.acceleratorGetLastErrorCode(), want_);                        \
   } while (0)
 
 #define EXPECT_TRUE(call)                                                      \

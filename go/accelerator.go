@@ -41,15 +41,19 @@ func call(op string, f func() uint32) error {
 	return &Error{Code: Code(r), Op: op, Message: C.GoString(C.acceleratorGetLastError())}
 }
 
-// callBool is call for the functions that return bool.
+// callBool is call for the functions that return bool: their reason's
+// code comes from acceleratorGetLastErrorCode.
 func callBool(op string, f func() C.bool) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if f() {
 		return nil
 	}
-	msg := C.GoString(C.acceleratorGetLastError())
-	return &Error{Code: codeFromMessage(op, msg), Op: op, Message: msg}
+	return &Error{
+		Code:    Code(C.acceleratorGetLastErrorCode()),
+		Op:      op,
+		Message: C.GoString(C.acceleratorGetLastError()),
+	}
 }
 
 // goString reads a fixed char[N] field up to its first NUL (or N bytes).

@@ -98,31 +98,6 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
-// The library's messages read "<function>: <kind>: <detail>"; the bool
-// functions (AssignPartition, RemovePartition) return no Result, so their
-// code is recovered from the kind.
-var kinds = []struct {
-	prefix string
-	code   Code
-}{
-	{"invalid parameter:", CodeInvalidParam},
-	{"not found:", CodeNotFound},
-	{"not supported:", CodeNotSupported},
-	{"resource exhausted:", CodeResourceExhausted},
-	{"operation failed:", CodeOperationFailed},
-	{"internal error:", CodeInternal},
-}
-
-func codeFromMessage(op, msg string) Code {
-	rest := strings.TrimPrefix(msg, op+": ")
-	for _, k := range kinds {
-		if strings.HasPrefix(rest, k.prefix) {
-			return k.code
-		}
-	}
-	return CodeOperationFailed
-}
-
 func invalid(op, format string) *Error {
 	return &Error{Code: CodeInvalidParam, Op: op, Message: op + ": invalid parameter: " + format}
 }

@@ -331,6 +331,12 @@ enum Result Log(const char *level, const char *message);
 const char *acceleratorGetLastError(void);
 
 /*
+ The Result code of the last call on this thread (RESULT_SUCCESS after a
+ success): the reason's code for the functions that return bool.
+ */
+enum Result acceleratorGetLastErrorCode(void);
+
+/*
  Route the library's log to `callback` instead of stderr (NULL restores
  stderr). The threshold still comes from `ACCELERATOR_LOG`.
  */

@@ -20,21 +20,31 @@ use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// This thread's last outcome: its Result code and message.
+    static LAST_ERROR: RefCell<(ResultCode, CString)> =
+        RefCell::new((ResultCode::Success, CString::default()));
 }
 
-fn set_last_error(message: &str) {
+fn set_last_error(code: ResultCode, message: &str) {
     let text = CString::new(message.replace('\0', "\u{FFFD}")).unwrap_or_default();
     // try_with: during thread teardown the slot may be gone; losing the
     // message then is better than aborting.
-    let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = text);
+    let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = (code, text));
+}
+
+/// The Result code of this thread's last call (the bool functions report
+/// their reason's code here).
+pub fn last_error_code() -> ResultCode {
+    LAST_ERROR
+        .try_with(|slot| slot.borrow().0)
+        .unwrap_or(ResultCode::Success)
 }
 
 /// Pointer to this thread's last error message, valid until the next call
 /// into the library on this thread.
 pub fn last_error_ptr() -> *const c_char {
     LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ptr())
+        .try_with(|slot| slot.borrow().1.as_ptr())
         .unwrap_or(c"".as_ptr())
 }
 
@@ -44,11 +54,11 @@ fn catch(name: &str, f: impl FnOnce() -> Res<()>) -> Res<()> {
         Err(panic) => Err(panic_error(panic)),
     };
     match &outcome {
-        Ok(()) => set_last_error(""),
+        Ok(()) => set_last_error(ResultCode::Success, ""),
         Err(e) => {
             let message = format!("{name}: {e}");
             log_at!(Debug, "{message}");
-            set_last_error(&message);
+            set_last_error(e.code(), &message);
         }
     }
     outcome
@@ -223,10 +233,13 @@ mod tests {
         assert_eq!(code, ResultCode::ErrorInternal);
         let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) };
         assert!(msg.to_str().unwrap().contains("boom"));
+        assert_eq!(last_error_code(), ResultCode::ErrorInternal);
         assert_eq!(call("t", || Ok(())), ResultCode::Success);
         let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) };
         assert!(msg.to_bytes().is_empty());
+        assert_eq!(last_error_code(), ResultCode::Success);
         assert!(!call_bool("t", || Err(Error::NotFound("x".into()))));
+        assert_eq!(last_error_code(), ResultCode::ErrorNotFound);
     }
 
     #[test]

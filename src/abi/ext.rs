@@ -1,7 +1,7 @@
 //! Extensions beyond ABI.md (new functions only, declared in the same
 //! header): last error, log callback, ABI version, active vendor.
 
-use super::boundary::{call, call_void, last_error_ptr};
+use super::boundary::{call, call_void, last_error_code, last_error_ptr};
 use super::types::ResultCode;
 use crate::log::{self, AcceleratorLogCallback};
 use libc::c_char;
@@ -14,6 +14,13 @@ pub const ACCELERATOR_ABI_VERSION: u32 = 1;
 #[no_mangle]
 pub extern "C" fn acceleratorGetLastError() -> *const c_char {
     last_error_ptr()
+}
+
+/// The Result code of the last call on this thread (RESULT_SUCCESS after a
+/// success): the reason's code for the functions that return bool.
+#[no_mangle]
+pub extern "C" fn acceleratorGetLastErrorCode() -> ResultCode {
+    last_error_code()
 }
 
 /// Route the library's log to `callback` instead of stderr (NULL restores
