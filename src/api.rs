@@ -1,10 +1,9 @@
 //! The safe middle layer both calling styles share: argument rules that do
 //! not depend on the vendor (index and UUID lookup, limits), then the call.
 
-use crate::limits;
 use crate::select::vendor;
 use crate::vendor::{DeviceInfo, Vendor};
-use accel_common::{Error, Res};
+use accel_common::{shm, Error, Res};
 
 /// Most entries an input array may have (device lists, process lists).
 pub(crate) const MAX_DEVICES: usize = 1024;
@@ -56,7 +55,9 @@ pub fn set_mem_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
             dev.total_memory_bytes
         )));
     }
-    limits::set_memory(worker, uuid, bytes)
+    // One-time semantics and persistence live in the limiter's shared
+    // state, where liblimiter.so enforces the limit.
+    shm::set_memory_limit(worker, uuid, bytes)
 }
 
 pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
@@ -66,7 +67,7 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
             "compute limit {percent}% is outside 1..=100"
         )));
     }
-    limits::set_compute(worker, uuid, percent)
+    shm::set_compute_limit(worker, uuid, percent)
 }
 
 /// The processes of a snapshot/resume call: every pid must be positive and

@@ -1,11 +1,12 @@
 //! libaccelerator.so: one C ABI (../shared/ABI.md) over many accelerator
 //! vendors. `abi` is the boundary (the only `unsafe`); `api` holds the
-//! vendor-independent rules; `vendor` is the trait each directory under
-//! `vendors/` implements; `select` picks the vendor at run time.
+//! vendor-independent rules (hard limits go to the limiter's shared
+//! state); `vendor` is the trait each directory under `vendors/`
+//! implements; `select` picks the vendor at run time; `usage` merges the
+//! limiter's per-process records into the real vendors' listings.
 
 pub mod abi;
 mod api;
-mod limits;
 mod log;
 mod select;
 #[cfg(any(feature = "nvidia", feature = "ascend"))]

@@ -126,7 +126,7 @@ impl Stub {
             .filter_map(|p| template(&p.template_id))
             .map(|t| t.memory_bytes + overhead(&t))
             .sum();
-        let limited_workers = crate::limits::all()?
+        let limited_workers = accel_common::shm::limits()?
             .iter()
             .filter(|l| &l.device_uuid == uuid)
             .count() as u32;
