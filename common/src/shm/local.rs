@@ -32,10 +32,27 @@ impl Drop for Guard {
     }
 }
 
-/// Hold the stripe of (slot, device) until the guard drops.
-pub(super) fn lock(slot: usize, device: usize) -> Guard {
+/// Install the fork handler; called once when the mapping is opened, before
+/// any `lock` (which needs the mapping).
+pub(super) fn init() {
     FORK_HANDLER.call_once(|| super::map::at_fork_child(reset_in_child));
+}
+
+/// Hold the stripe of (slot, device) until the guard drops.
+#[inline]
+pub(super) fn lock(slot: usize, device: usize) -> Guard {
     let l = &LOCKS[(slot.wrapping_mul(64) + device) % STRIPES];
+    if l.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        wait(l);
+    }
+    Guard(l)
+}
+
+#[cold]
+#[inline(never)]
+fn wait(l: &AtomicBool) {
     let mut spins = 0u32;
     while l
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -49,5 +66,4 @@ pub(super) fn lock(slot: usize, device: usize) -> Guard {
             std::thread::yield_now();
         }
     }
-    Guard(l)
 }

@@ -274,15 +274,24 @@ static REGISTER: Mutex<()> = Mutex::new(());
 
 /// The mapping, opened (and created if missing) on first use. A failure is
 /// not remembered: the next call tries again.
+#[inline]
 pub fn shared() -> Res<&'static Layout> {
-    if let Some(l) = MAP.get() {
-        return Ok(l);
+    match MAP.get() {
+        Some(l) => Ok(l),
+        None => open_shared(),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn open_shared() -> Res<&'static Layout> {
     let _g = OPEN.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(l) = MAP.get() {
         return Ok(l);
     }
     let l = open_or_create()?;
+    // Before any check can take a stripe of the process-local lock.
+    local::init();
     let _ = MAP.set(l);
     Ok(l)
 }
@@ -540,15 +549,27 @@ fn worker_of(l: &Layout, pid: i32) -> Res<usize> {
     }
 }
 
-/// The slot of process `pid`, registering it on first use.
+/// The slot of process `pid`, registering it on first use. The fast path
+/// (the caller's own, registered pid) is one load of the remembered slot
+/// and one of that slot's state word: a slot reclaimed or reused since is
+/// no longer `LIVE(pid)` and falls to the slow path.
+#[inline]
 fn proc_slot(l: &Layout, pid: i32) -> Res<usize> {
     let cached = OWN_SLOT.load(Relaxed);
-    if cached >> 32 == pid as u32 as u64 && cached & 0xffff_ffff != 0 {
-        let i = (cached & 0xffff_ffff) as usize - 1;
-        if l.procs[i].state.load(Acquire) == proc_word(pid, PROC_LIVE) {
-            return Ok(i);
+    if cached >> 32 == pid as u32 as u64 {
+        let i = (cached & 0xffff_ffff) as usize;
+        if let Some(p) = l.procs.get(i.wrapping_sub(1)) {
+            if p.state.load(Acquire) == proc_word(pid, PROC_LIVE) {
+                return Ok(i - 1);
+            }
         }
     }
+    register(l, pid)
+}
+
+#[cold]
+#[inline(never)]
+fn register(l: &Layout, pid: i32) -> Res<usize> {
     let _g = REGISTER.lock().unwrap_or_else(|e| e.into_inner());
     let me = my_pid();
     let start = proc_stat(pid)
