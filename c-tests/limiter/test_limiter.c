@@ -424,23 +424,32 @@ static void test_freeze(void) {
  * environment. */
 static void test_other_process(void) {
   /* /proc/<pid>/environ is a process's initial environment: start one
-   * with the variable through execve. */
+   * with the variable through execve. The write end of this pipe closes
+   * at the exec (O_CLOEXEC), so the parent's read returns only once the
+   * new environment is in place: registering the pid earlier would file
+   * it under the worker it inherited from us, and a process keeps the
+   * worker it registered with. */
+  int ready[2];
+  CHECK(pipe2(ready, O_CLOEXEC) == 0, "pipe2");
   pid_t pid = fork();
   if (pid == 0) {
     char *argv[] = {"sleep", "5", NULL};
     char *envp[] = {"ACCELERATOR_WORKER_ID=w-env", NULL};
+    close(ready[0]);
     execve("/bin/sleep", argv, envp);
     _exit(127);
   }
+  close(ready[1]);
+  char byte;
+  while (read(ready[0], &byte, 1) < 0 && errno == EINTR)
+    ;
+  close(ready[0]);
   char other[32];
   pid_text(other, sizeof other, pid);
-  int rc = RESULT_ERROR_NOT_FOUND;
-  for (int i = 0; i < 200 && rc != RESULT_SUCCESS; i++) {
-    sleep_ms(5); /* until the exec has happened */
-    WorkerFreezeState f;
-    if (L.addProcess(D0, other) == RESULT_SUCCESS)
-      rc = L.freeze("w-env", &f);
-  }
+  WorkerFreezeState f0;
+  int rc = L.addProcess(D0, other);
+  if (rc == RESULT_SUCCESS)
+    rc = L.freeze("w-env", &f0);
   CHECK(rc == RESULT_SUCCESS, "a foreign process joins the worker of its environment (%s)", L.lastError());
   WorkerFreezeState f;
   EXPECT_RC(L.resume("w-env", &f), RESULT_SUCCESS);
