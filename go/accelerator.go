@@ -476,36 +476,30 @@ func ProcessMemoryUtilization() ([]MemoryUtilization, error) {
 // process the library tracks) on the given devices
 // (getProcessComputeUtilization). Both lists must be non-empty.
 func ProcessComputeUtilizationOf(deviceUUIDs, processIDs []string) ([]ComputeUtilization, error) {
-	const op = "getProcessComputeUtilization"
-	devs, err := newCStrings(op, "deviceUUIDs", deviceUUIDs)
-	if err != nil {
-		return nil, err
-	}
-	defer devs.free()
-	pids, err := newCStrings(op, "processIds", processIDs)
-	if err != nil {
-		return nil, err
-	}
-	defer pids.free()
-	var p *C.ComputeUtilization
-	var n C.size_t
-	if err := call(op, func() uint32 {
-		return C.getProcessComputeUtilization(devs.arr, C.size_t(devs.n), pids.arr, C.size_t(pids.n), &p, &n)
-	}); err != nil {
-		return nil, err
-	}
-	defer C.freeComputeUtilizations(p, n)
-	out := make([]ComputeUtilization, int(n))
-	for i, u := range unsafe.Slice(p, int(n)) {
-		out[i] = compute(&u)
-	}
-	return out, nil
+	return processUsageOf("getProcessComputeUtilization", deviceUUIDs, processIDs,
+		func(devs, pids *cstrings, p **C.ComputeUtilization, n *C.size_t) uint32 {
+			return C.getProcessComputeUtilization(devs.arr, C.size_t(devs.n), pids.arr, C.size_t(pids.n), p, n)
+		},
+		func(p *C.ComputeUtilization, n C.size_t) { C.freeComputeUtilizations(p, n) },
+		compute)
 }
 
 // ProcessMemoryUtilizationOf is ProcessComputeUtilizationOf for memory
 // (getProcessMemoryUtilization).
 func ProcessMemoryUtilizationOf(deviceUUIDs, processIDs []string) ([]MemoryUtilization, error) {
-	const op = "getProcessMemoryUtilization"
+	return processUsageOf("getProcessMemoryUtilization", deviceUUIDs, processIDs,
+		func(devs, pids *cstrings, p **C.MemoryUtilization, n *C.size_t) uint32 {
+			return C.getProcessMemoryUtilization(devs.arr, C.size_t(devs.n), pids.arr, C.size_t(pids.n), p, n)
+		},
+		func(p *C.MemoryUtilization, n C.size_t) { C.freeMemoryUtilizations(p, n) },
+		memory)
+}
+
+// processUsageOf runs one of the two library-allocated per-process
+// queries: C strings in, the library's array converted and freed.
+func processUsageOf[CT, T any](op string, deviceUUIDs, processIDs []string,
+	get func(devs, pids *cstrings, p **CT, n *C.size_t) uint32,
+	free func(*CT, C.size_t), conv func(*CT) T) ([]T, error) {
 	devs, err := newCStrings(op, "deviceUUIDs", deviceUUIDs)
 	if err != nil {
 		return nil, err
@@ -516,17 +510,16 @@ func ProcessMemoryUtilizationOf(deviceUUIDs, processIDs []string) ([]MemoryUtili
 		return nil, err
 	}
 	defer pids.free()
-	var p *C.MemoryUtilization
+	var p *CT
 	var n C.size_t
-	if err := call(op, func() uint32 {
-		return C.getProcessMemoryUtilization(devs.arr, C.size_t(devs.n), pids.arr, C.size_t(pids.n), &p, &n)
-	}); err != nil {
+	if err := call(op, func() uint32 { return get(devs, pids, &p, &n) }); err != nil {
 		return nil, err
 	}
-	defer C.freeMemoryUtilizations(p, n)
-	out := make([]MemoryUtilization, int(n))
-	for i, u := range unsafe.Slice(p, int(n)) {
-		out[i] = memory(&u)
+	defer free(p, n)
+	items := unsafe.Slice(p, int(n))
+	out := make([]T, len(items))
+	for i := range items {
+		out[i] = conv(&items[i])
 	}
 	return out, nil
 }
