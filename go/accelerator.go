@@ -230,28 +230,10 @@ func PartitionTemplates(deviceIndex int) ([]PartitionTemplate, error) {
 	if deviceIndex < 0 || deviceIndex > 1<<31-1 {
 		return nil, invalid(op, "device index out of range")
 	}
-	for capacity := 16; ; capacity *= 2 {
-		buf := calloc[C.PartitionTemplate](capacity)
-		if buf == nil {
-			return nil, oom(op)
-		}
-		var got C.size_t
-		err := call(op, func() uint32 {
-			return C.GetPartitionTemplates(C.int32_t(deviceIndex), buf, C.size_t(capacity), &got)
-		})
-		if err != nil || int(got) < capacity {
-			var out []PartitionTemplate
-			if err == nil {
-				out = make([]PartitionTemplate, int(got))
-				for i, t := range unsafe.Slice(buf, int(got)) {
-					out[i] = template(&t)
-				}
-			}
-			C.free(unsafe.Pointer(buf))
-			return out, err
-		}
-		C.free(unsafe.Pointer(buf))
-	}
+	return growingList(op,
+		func(buf *C.PartitionTemplate, capacity C.size_t, got *C.size_t) uint32 {
+			return C.GetPartitionTemplates(C.int32_t(deviceIndex), buf, capacity, got)
+		}, template)
 }
 
 // Topology describes how the given devices (all of them when none are
@@ -419,50 +401,39 @@ func Resume(deviceUUID string, pids ...int) error {
 // ProcessComputeUtilization lists every tracked process's compute use on
 // every device (GetProcessComputeUtilization).
 func ProcessComputeUtilization() ([]ComputeUtilization, error) {
-	const op = "GetProcessComputeUtilization"
-	for capacity := 64; ; capacity *= 2 {
-		buf := calloc[C.ComputeUtilization](capacity)
-		if buf == nil {
-			return nil, oom(op)
-		}
-		var got C.size_t
-		err := call(op, func() uint32 {
-			return C.GetProcessComputeUtilization(buf, C.size_t(capacity), &got)
-		})
-		if err != nil || int(got) < capacity {
-			var out []ComputeUtilization
-			if err == nil {
-				out = make([]ComputeUtilization, int(got))
-				for i, u := range unsafe.Slice(buf, int(got)) {
-					out[i] = compute(&u)
-				}
-			}
-			C.free(unsafe.Pointer(buf))
-			return out, err
-		}
-		C.free(unsafe.Pointer(buf))
-	}
+	return growingList("GetProcessComputeUtilization",
+		func(buf *C.ComputeUtilization, capacity C.size_t, got *C.size_t) uint32 {
+			return C.GetProcessComputeUtilization(buf, capacity, got)
+		}, compute)
 }
 
 // ProcessMemoryUtilization lists every tracked process's memory use on
 // every device (GetProcessMemoryUtilization).
 func ProcessMemoryUtilization() ([]MemoryUtilization, error) {
-	const op = "GetProcessMemoryUtilization"
+	return growingList("GetProcessMemoryUtilization",
+		func(buf *C.MemoryUtilization, capacity C.size_t, got *C.size_t) uint32 {
+			return C.GetProcessMemoryUtilization(buf, capacity, got)
+		}, memory)
+}
+
+// growingList calls a caller-allocated list function with a buffer that
+// doubles until the whole list fits (a full buffer may mean truncation).
+func growingList[CT, T any](op string, fill func(*CT, C.size_t, *C.size_t) uint32,
+	conv func(*CT) T) ([]T, error) {
 	for capacity := 64; ; capacity *= 2 {
-		buf := calloc[C.MemoryUtilization](capacity)
+		buf := calloc[CT](capacity)
 		if buf == nil {
 			return nil, oom(op)
 		}
 		var got C.size_t
-		err := call(op, func() uint32 {
-			return C.GetProcessMemoryUtilization(buf, C.size_t(capacity), &got)
-		})
+		err := call(op, func() uint32 { return fill(buf, C.size_t(capacity), &got) })
 		if err != nil || int(got) < capacity {
-			var out []MemoryUtilization
+			var out []T
 			if err == nil {
-				out = make([]MemoryUtilization, int(got))
-				for i, u := range unsafe.Slice(buf, int(got)) {
-					out[i] = memory(&u)
+				items := unsafe.Slice(buf, int(got))
+				out = make([]T, len(items))
+				for i := range items {
+					out[i] = conv(&items[i])
 				}
 			}
 			C.free(unsafe.Pointer(buf))

@@ -676,31 +676,22 @@ impl Cuda {
         )
     }
 
-    pub fn checkpoint(&self, pid: i32) -> CuResult {
+    /// A checkpoint call whose argument struct is reserved (all zero).
+    fn cu_reserved(&self, name: &[u8], pid: i32) -> CuResult {
         let mut a = ReservedArgs { reserved: [0; 8] };
-        self.cu(
-            b"cuCheckpointProcessCheckpoint\0",
-            pid,
-            &mut a as *mut ReservedArgs as *mut c_void,
-        )
+        self.cu(name, pid, &mut a as *mut ReservedArgs as *mut c_void)
+    }
+
+    pub fn checkpoint(&self, pid: i32) -> CuResult {
+        self.cu_reserved(b"cuCheckpointProcessCheckpoint\0", pid)
     }
 
     pub fn restore(&self, pid: i32) -> CuResult {
-        let mut a = ReservedArgs { reserved: [0; 8] };
-        self.cu(
-            b"cuCheckpointProcessRestore\0",
-            pid,
-            &mut a as *mut ReservedArgs as *mut c_void,
-        )
+        self.cu_reserved(b"cuCheckpointProcessRestore\0", pid)
     }
 
     pub fn unlock(&self, pid: i32) -> CuResult {
-        let mut a = ReservedArgs { reserved: [0; 8] };
-        self.cu(
-            b"cuCheckpointProcessUnlock\0",
-            pid,
-            &mut a as *mut ReservedArgs as *mut c_void,
-        )
+        self.cu_reserved(b"cuCheckpointProcessUnlock\0", pid)
     }
 
     /// cuGetErrorName for messages.
