@@ -68,6 +68,9 @@ static int first_call_in(const char *dir, const char *why, int group) {
   return wait_code(pid);
 }
 
+/* The state file's layout version (common/src/shm/mod.rs, VERSION). */
+#define LAYOUT_VERSION 2
+
 static void test_state_file(void) {
   char base[] = "/tmp/limiter-test.XXXXXX";
   CHECK(mkdtemp(base) != NULL, "mkdtemp");
@@ -108,10 +111,18 @@ static void test_state_file(void) {
   write_file(file, head, sizeof head);
   CHECK(first_call_in(dir, "newer", 0) == RESULT_ERROR_OPERATION_FAILED, "newer version refused");
 
+  snprintf(dir, sizeof dir, "%s/older", base);
+  mkdir(dir, 0700);
+  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  head[8] = LAYOUT_VERSION - 1;
+  write_file(file, head, sizeof head);
+  CHECK(first_call_in(dir, "this library needs", 0) == RESULT_ERROR_OPERATION_FAILED,
+        "older version refused");
+
   snprintf(dir, sizeof dir, "%s/short", base);
   mkdir(dir, 0700);
   snprintf(file, sizeof file, "%s/limiter.shm", dir);
-  head[8] = 1;
+  head[8] = LAYOUT_VERSION;
   head[16] = 0x10; /* a size that is not the layout's */
   write_file(file, head, sizeof head);
   CHECK(first_call_in(dir, "declares", 0) == RESULT_ERROR_OPERATION_FAILED, "wrong size refused");

@@ -1,61 +1,130 @@
 //! Serializes the threads of this process on one (process slot, device).
 //!
 //! The shared protocol lets any process finish another's pending operation,
-//! but it assumes one owner thread per slot and device: two threads of one
+//! but it assumes one actor per slot and device at a time: two threads of one
 //! process updating the same device at once would both build on the same
 //! `held` sequence and one update would be lost from the process's books.
-//! This lock lives in process memory, not in the mapping, so no other
-//! process can ever wait on it: a SIGKILL takes it away with its holder.
-//! Stripes keep it small; two pairs sharing a stripe only wait for each
-//! other. After `fork()` only the forking thread exists, so the child
-//! starts with every stripe free.
+//! Nothing here lives in the mapping, so no other process can ever wait on
+//! it: a SIGKILL takes it away with its holder.
+//!
+//! Most processes that call the limiter do so from one thread, so the cost
+//! of a locked instruction per call is avoided with *biased ownership*: the
+//! first thread to enter owns the process's bias and enters with two plain
+//! stores and a load. The first time another thread enters, it revokes the
+//! bias for good: it marks the revocation, makes every thread of the process
+//! execute a full memory barrier with `membarrier(2)` (so the owner's side
+//! needs only a compiler fence — an asymmetric Dekker handshake: either the
+//! owner's "busy" store is visible to the revoker, or the owner's next load
+//! sees the revocation), waits for the owner to leave the operation it may
+//! be in, and from then on every thread takes a striped spin lock (one
+//! compare-and-swap per call). Without `membarrier` (old kernel, a seccomp
+//! filter) the process starts in locked mode.
+//!
+//! After `fork()` only the forking thread exists: the child starts with every
+//! stripe free and a fresh bias.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use super::map;
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicU8, Ordering::*};
 use std::sync::Once;
 
 const STRIPES: usize = 256;
 
+const BIASED: u8 = 0;
+const REVOKING: u8 = 1;
+const LOCKED: u8 = 2;
+
 static LOCKS: [AtomicBool; STRIPES] = [const { AtomicBool::new(false) }; STRIPES];
-static FORK_HANDLER: Once = Once::new();
+static MODE: AtomicU8 = AtomicU8::new(LOCKED);
+/// The bias owner's thread id (`pthread_self`), 0 until a thread claims it.
+static OWNER: AtomicU64 = AtomicU64::new(0);
+/// The owner is inside an operation.
+static BUSY: AtomicBool = AtomicBool::new(false);
+static INIT: Once = Once::new();
+
+fn start_mode() -> u8 {
+    if map::membarrier_register() {
+        BIASED
+    } else {
+        LOCKED
+    }
+}
 
 extern "C" fn reset_in_child() {
     for l in &LOCKS {
-        l.store(false, Ordering::Relaxed);
+        l.store(false, Relaxed);
     }
+    BUSY.store(false, Relaxed);
+    OWNER.store(0, Relaxed);
+    MODE.store(start_mode(), Relaxed);
 }
 
-pub(super) struct Guard(&'static AtomicBool);
+/// Decide the mode and install the fork handler; called once when the
+/// mapping is opened, before any `enter` (which needs the mapping).
+pub(super) fn init() {
+    INIT.call_once(|| {
+        MODE.store(start_mode(), Release);
+        map::at_fork_child(reset_in_child);
+    });
+}
+
+/// Proof that this thread may act for (slot, device) until dropped.
+pub(super) enum Guard {
+    Biased,
+    Locked(&'static AtomicBool),
+}
 
 impl Drop for Guard {
+    #[inline]
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        match self {
+            Guard::Biased => BUSY.store(false, Release),
+            Guard::Locked(l) => l.store(false, Release),
+        }
     }
 }
 
-/// Install the fork handler; called once when the mapping is opened, before
-/// any `lock` (which needs the mapping).
-pub(super) fn init() {
-    FORK_HANDLER.call_once(|| super::map::at_fork_child(reset_in_child));
-}
-
-/// Hold the stripe of (slot, device) until the guard drops.
+/// Act for (slot, device) until the guard drops.
 #[inline]
-pub(super) fn lock(slot: usize, device: usize) -> Guard {
-    let l = &LOCKS[(slot.wrapping_mul(64) + device) % STRIPES];
-    if l.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        wait(l);
+pub(super) fn enter(slot: usize, device: usize) -> Guard {
+    if MODE.load(Relaxed) == BIASED {
+        let me = map::thread_id();
+        let owner = OWNER.load(Relaxed);
+        if owner == me || (owner == 0 && OWNER.compare_exchange(0, me, Relaxed, Relaxed).is_ok()) {
+            BUSY.store(true, Relaxed);
+            // The revoker's membarrier stands in for a hardware fence here.
+            compiler_fence(SeqCst);
+            if MODE.load(Acquire) == BIASED {
+                return Guard::Biased;
+            }
+            BUSY.store(false, Release);
+        }
     }
-    Guard(l)
+    lock(slot, device)
 }
 
+/// The locked path: wait for (or carry out) the revocation, then take the
+/// stripe of (slot, device).
 #[cold]
 #[inline(never)]
-fn wait(l: &AtomicBool) {
+fn lock(slot: usize, device: usize) -> Guard {
+    loop {
+        match MODE.load(Acquire) {
+            LOCKED => break,
+            BIASED => {
+                if MODE
+                    .compare_exchange(BIASED, REVOKING, SeqCst, Acquire)
+                    .is_ok()
+                {
+                    revoke();
+                }
+            }
+            _ => std::thread::yield_now(),
+        }
+    }
+    let l = &LOCKS[(slot.wrapping_mul(64) + device) % STRIPES];
     let mut spins = 0u32;
     while l
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .compare_exchange_weak(false, true, Acquire, Relaxed)
         .is_err()
     {
         spins += 1;
@@ -66,4 +135,13 @@ fn wait(l: &AtomicBool) {
             std::thread::yield_now();
         }
     }
+    Guard::Locked(l)
+}
+
+fn revoke() {
+    map::membarrier_all_threads();
+    while BUSY.load(Acquire) {
+        std::thread::yield_now();
+    }
+    MODE.store(LOCKED, Release);
 }

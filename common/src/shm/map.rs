@@ -66,3 +66,37 @@ pub(super) fn at_fork_child(child: extern "C" fn()) {
         libc::pthread_atfork(None, None, Some(child));
     }
 }
+
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+fn membarrier(cmd: libc::c_int) -> bool {
+    // SAFETY: membarrier(cmd, flags = 0, cpu_id = 0) takes no pointers; an
+    // unknown command or an old kernel is an error return, not UB.
+    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) == 0 }
+}
+
+/// Register this process for private expedited barriers and check that one
+/// works. False: not available here (old kernel, seccomp, emulator).
+pub(super) fn membarrier_register() -> bool {
+    membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
+        && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+}
+
+/// A full memory barrier on every running thread of this process (the
+/// process registered with [`membarrier_register`]). The global command,
+/// which needs no registration, is the fallback should the expedited one
+/// fail after registration succeeded.
+pub(super) fn membarrier_all_threads() {
+    if !membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) {
+        membarrier(MEMBARRIER_CMD_GLOBAL);
+    }
+}
+
+/// This thread's id (`pthread_self`): never 0, unique among live threads.
+#[inline]
+pub(super) fn thread_id() -> u64 {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() as u64 }
+}

@@ -14,7 +14,7 @@
 //! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
 //! | devices | 64 × 128 B | device UUIDs, claimed the first time a UUID is seen |
 //! | workers | 1,024 × 192 B | worker ids, frozen flag, accumulated freeze time; slot 0 is the anonymous pool |
-//! | worker × device | 1,024 × 64 × 64 B | usage word, memory limit, compute limit, token-bucket time, auto-freeze bits |
+//! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, memory limit, memory auto-freeze, last sweep; line 2: token bucket (TAT), compute limit, compute auto-freeze |
 //! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, per device: held bytes, pending intent, tokens used |
 //!
 //! The file is created sparse (holes read as zero), filled with the header
@@ -37,32 +37,40 @@
 //!
 //! # Memory: no overshoot, and exact after any SIGKILL
 //!
-//! Each worker × device has one 64-bit usage word: 43 bits of bytes, a
-//! "pending" tag bit, the 12-bit slot of the process whose operation is
-//! pending and the low 8 bits of that operation's sequence number. Each
-//! process slot keeps, per device, `held` (48 bits of bytes, 16-bit sequence)
-//! and `intent` (the signed byte delta and the sequence of its current op).
+//! Each worker × device has one 64-bit usage word W: 43 bits of bytes, a
+//! "named" bit, the 12-bit slot of the process whose operation last changed
+//! it and the low 8 bits of that operation's sequence number. Each process
+//! slot keeps, per device, `held` (48 bits of bytes, 16-bit sequence) and
+//! `intent` (the signed byte delta and the sequence of its current op).
 //!
-//! An operation of process P on device d (the usage word is W):
-//! 1. P writes `intent = (delta, seq+1)` (only P ever writes its intents,
-//!    except a reclaimer after P is dead).
-//! 2. P reads W. If W carries a pending tag, P first *helps* that operation
-//!    to completion (below) — it never waits. If the worker has a limit and
-//!    `used + delta > limit`, the op is blocked: nothing is recorded (P only
-//!    advances its own held sequence). Otherwise P CASes W from
-//!    `(used, untagged)` to `(used + delta, tagged P, seq)`. This CAS is the
-//!    linearisation point: the limit check and the add are one atomic step,
-//!    so no number of racing processes can overshoot.
-//! 3. P stores `held = (bytes + delta, seq+1)` and CASes the tag off W.
+//! An operation of process P on device d, sequence s = held.seq + 1:
+//! 1. P reads W. If W names another slot's operation that is not yet in that
+//!    slot's `held`, P first *settles* it (below) — it never waits. If the
+//!    worker has a limit and `used + delta > limit`, the op is blocked:
+//!    nothing is written.
+//! 2. P writes `intent = (delta, s)` (only P ever writes its intents, except
+//!    a reclaimer after P is dead) and CASes W from what it read to
+//!    `(used + delta, named P, s)`. This CAS is the linearisation point: the
+//!    limit check and the add are one atomic step, so no number of racing
+//!    processes can overshoot.
+//! 3. P stores `held = (bytes + delta, s)`. W keeps naming P's op: the next
+//!    operation replaces the name in its own CAS, so an uncontended
+//!    operation is one locked instruction.
 //!
-//! *Helping*: whoever finds W tagged by slot j reads j's intent, re-reads W
-//! (unchanged, so the intent belongs to the tagged op), CASes j's `held` from
-//! sequence `seq-1` to `seq` (so it is applied exactly once, by whoever comes
-//! first), and clears the tag only once `held` shows that sequence. Killed
-//! after step 2, P's operation is still completed by the next process that
-//! touches W; killed before it, it never happened. Hence at every moment
-//! `used(W) = Σ held` over the worker's process slots, plus the one pending
-//! op whose tag says so.
+//! *Settling*: whoever finds W naming (slot j, s) with j's `held` still at
+//! s − 1 reads j's intent, re-reads W (unchanged, so the intent belongs to
+//! the named op) and CASes j's `held` from s − 1 to s, so the op is applied
+//! exactly once, by whoever comes first. Killed after step 2, P's operation
+//! is completed by the next process that touches W; killed before it, it
+//! never happened. Hence at every moment `used(W) = Σ held` over the
+//! worker's process slots, plus the one named op not yet settled. A slot
+//! only starts its next op once its last one is in `held`, and blocked ops
+//! leave the sequence alone, so the named op's `held` is always s − 1 or s.
+//!
+//! Threads: the protocol needs one actor per (slot, device) at a time; the
+//! threads of a process are serialised by a process-local guard
+//! (`local.rs`: biased to the first thread, so a single-threaded process
+//! pays no locked instruction for it).
 //!
 //! # Reclaiming a dead process
 //!
@@ -70,11 +78,13 @@
 //! `RECLAIMING(pid of the reclaimer)`. A process that finds a `LIVE` slot
 //! whose pid is gone, a zombie, or has another start time CASes it to
 //! `RECLAIMING(self)` — exactly one wins. For each device it touched, the
-//! reclaimer helps any pending op of the dead slot, then frees the slot's
-//! `held` bytes through the same tagged protocol on behalf of the dead slot
+//! reclaimer settles any op of the dead slot that W names, then frees the
+//! slot's `held` bytes through the same protocol on behalf of the dead slot
 //! (intent `-held`, sequence + 1), so a reclaimer killed midway leaves
 //! either nothing done or an op the next one completes; never a double
-//! subtraction. Finally the slot is zeroed and set `FREE`. A `RECLAIMING`
+//! subtraction. Before the slot is zeroed and set `FREE`, every W that
+//! names it is settled and un-named (a new process in the slot restarts its
+//! sequences). A `RECLAIMING`
 //! (or `CLAIMING`) slot whose owner is dead is taken over the same way.
 //! Reclamation runs: when a memory check would block (sweeping that
 //! worker's processes, at most once per millisecond per worker and device),
@@ -92,7 +102,9 @@
 //! iff `max(TAT, t) + cost ≤ t + 100 ms`, by one CAS of TAT. The available
 //! tokens are `(t + 100 ms − max(TAT, t)) × p / 1600`. A request larger than
 //! B is never granted. Without a compute limit every request is granted and
-//! `UINT64_MAX` tokens are reported.
+//! `UINT64_MAX` tokens are reported. The time t comes from `clock.rs`: one
+//! reading serves up to 16 checks of a process, never for a refill or a
+//! refusal, which bounds what that saves (there) by the age of the reading.
 //!
 //! # Freeze
 //!
@@ -108,6 +120,7 @@
 //! preempted across exactly that many ops of one process on one device
 //! between two loads is the only case the sequence check cannot tell apart.
 
+mod clock;
 mod local;
 mod map;
 
@@ -120,7 +133,7 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Mutex, OnceLock};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMIT");
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 pub const FILE_NAME: &str = "limiter.shm";
 pub const ENV_WORKER_ID: &str = "ACCELERATOR_WORKER_ID";
 
@@ -167,19 +180,31 @@ struct Worker {
     frozen_ms: AtomicU64,
 }
 
+/// One worker on one device: the memory fields on the first cache line, the
+/// token bucket on the second, so memory and compute checks of different
+/// processes do not evict each other's line.
 #[repr(C, align(64))]
 struct WorkerDevice {
-    /// used (43 bits) | TAG_BIT | slot << 44 | seq8 << 56.
+    /// used (43 bits) | NAMED_BIT | slot << 44 | seq8 << 56.
     usage: AtomicU64,
+    /// The last usage word whose op is known to be in its slot's `held`.
+    settled: AtomicU64,
     /// 0 = unlimited.
     mem_limit: AtomicU64,
-    /// Percent, 0 = unlimited.
-    compute_limit: AtomicU64,
-    /// Token-bucket theoretical arrival time, 1/16 ns since boot.
-    tat: AtomicU64,
-    /// AUTO_MEMORY | AUTO_COMPUTE.
-    auto_freeze: AtomicU64,
+    /// AutoFreeze of "memory": 1 = frozen.
+    mem_frozen: AtomicU64,
     last_sweep_ns: AtomicU64,
+    bucket: Bucket,
+}
+
+#[repr(C, align(64))]
+struct Bucket {
+    /// Theoretical arrival time, 1/16 ns since boot.
+    tat: AtomicU64,
+    /// Percent, 0 = unlimited.
+    limit: AtomicU64,
+    /// AutoFreeze of "compute": 1 = frozen.
+    frozen: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -219,10 +244,8 @@ const PROC_CLAIMING: u64 = 1;
 const PROC_LIVE: u64 = 2;
 const PROC_RECLAIMING: u64 = 3;
 
-const AUTO_MEMORY: u64 = 1;
-const AUTO_COMPUTE: u64 = 2;
-
-const TAG_BIT: u64 = 1 << 43;
+/// The usage word names its last operation (slot, sequence).
+const NAMED_BIT: u64 = 1 << 43;
 const SLOT_SHIFT: u32 = 44;
 const SEQ8_SHIFT: u32 = 56;
 const LOW48: u64 = (1 << 48) - 1;
@@ -230,8 +253,8 @@ const LOW48: u64 = (1 << 48) - 1;
 fn used_of(u: u64) -> u64 {
     u & MAX_BYTES
 }
-fn tagged(u: u64) -> bool {
-    u & TAG_BIT != 0
+fn named(u: u64) -> bool {
+    u & NAMED_BIT != 0
 }
 fn tag_slot(u: u64) -> usize {
     ((u >> SLOT_SHIFT) & 0xfff) as usize
@@ -239,8 +262,8 @@ fn tag_slot(u: u64) -> usize {
 fn tag_seq8(u: u64) -> u64 {
     u >> SEQ8_SHIFT
 }
-fn usage_word(used: u64, slot: usize, seq: u64) -> u64 {
-    used | TAG_BIT | (slot as u64) << SLOT_SHIFT | (seq & 0xff) << SEQ8_SHIFT
+fn named_word(used: u64, slot: usize, seq: u64) -> u64 {
+    used | NAMED_BIT | (slot as u64) << SLOT_SHIFT | (seq & 0xff) << SEQ8_SHIFT
 }
 fn pack48(low: u64, seq: u64) -> u64 {
     (low & LOW48) | (seq & 0xffff) << 48
@@ -638,70 +661,100 @@ fn mark_device(p: &Proc, d: usize) {
     }
 }
 
-// ---- the tagged usage protocol --------------------------------------------------
+// ---- the usage protocol --------------------------------------------------
 
-/// Complete the op pending on `wd` (if any). Never waits.
-fn help(l: &Layout, d: usize, wd: &WorkerDevice, u: u64) {
-    if !tagged(u) {
-        return;
+/// Make sure the operation the usage word `u` names (if any) is in its
+/// slot's `held`, applying it there if its owner has not. Never waits.
+/// False: `wd` moved on meanwhile and the caller must reload it.
+#[inline(never)]
+fn settle(l: &Layout, d: usize, wd: &WorkerDevice, u: u64) -> bool {
+    if !named(u) || wd.settled.load(Acquire) == u {
+        return true;
     }
     let p = &l.procs[tag_slot(u)];
+    let h = p.held[d].load(Acquire);
+    if seq16(h) & 0xff == tag_seq8(u) {
+        return true; // complete
+    }
+    // Pending: `held` is one behind, and the owner wrote the intent of the
+    // named op before its CAS (its next intent waits for `held` to catch up).
     let intent = p.intent[d].load(Acquire);
     if wd.usage.load(Acquire) != u {
-        return; // moved on: the caller reloads
+        return false;
     }
     let seq = seq16(intent);
-    if seq & 0xff != tag_seq8(u) {
-        return;
+    if seq & 0xff != tag_seq8(u) || seq16(h) != seq.wrapping_sub(1) & 0xffff {
+        return false; // `held` moved since it was read: look again
     }
-    let h = p.held[d].load(Acquire);
-    if seq16(h) == seq.wrapping_sub(1) & 0xffff {
-        let bytes = (low48(h) as i64).wrapping_add(delta_of(intent)) as u64;
-        let _ = p.held[d].compare_exchange(h, pack48(bytes, seq), AcqRel, Acquire);
-    }
-    if seq16(p.held[d].load(Acquire)) == seq {
-        let _ = wd.usage.compare_exchange(u, used_of(u), AcqRel, Acquire);
-    }
+    let bytes = (low48(h) as i64).wrapping_add(delta_of(intent)) as u64;
+    // Whoever comes first applies it; a failed CAS means someone did.
+    let _ = p.held[d].compare_exchange(h, pack48(bytes, seq), AcqRel, Acquire);
+    true
 }
 
 enum Apply {
-    Done { used: u64 },
-    Blocked { used: u64 },
+    Done {
+        used: u64,
+    },
+    Blocked {
+        used: u64,
+    },
+    /// A free larger than the `held` bytes of the slot (nothing changed).
+    Overdraft {
+        held: u64,
+    },
 }
 
-/// Apply `delta` bytes of slot `i` to worker-device `wd` (device `d`),
-/// refusing growth past `limit` (0 = none) unless `force`.
-fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: bool) -> Res<Apply> {
+/// Apply `delta` bytes (|delta| ≤ MAX_BYTES) of slot `i` to worker-device
+/// `wd` (device `d`), refusing growth past the worker's limit. `owner`: the
+/// caller is slot `i`'s own process (holding `local::enter`), not a
+/// reclaimer.
+#[inline(always)]
+fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: bool) -> Apply {
     let p = &l.procs[i];
     let h = p.held[d].load(Acquire);
     let (bytes, seq) = (low48(h), (seq16(h) + 1) & 0xffff);
-    if delta < 0 && delta.unsigned_abs() > bytes {
-        return Err(Error::InvalidParam(format!(
-            "freeing {} bytes, but the process holds {bytes} on this device",
-            delta.unsigned_abs()
-        )));
+    // bytes < 2^48 and |delta| < 2^43: no i64 overflow here or below.
+    let after = bytes as i64 + delta;
+    if after < 0 {
+        return Apply::Overdraft { held: bytes };
     }
-    p.intent[d].store(pack48(delta as u64, seq), Release);
+    let intent = pack48(delta as u64, seq);
+    let mut announced = false;
+    let mut u = wd.usage.load(Acquire);
     let new = loop {
-        let u = wd.usage.load(Acquire);
-        if tagged(u) {
-            help(l, d, wd, u);
+        // The owner's own last op is always complete: it finished it
+        // before returning.
+        if named(u) && !(owner && tag_slot(u) == i) && !settle(l, d, wd, u) {
+            u = wd.usage.load(Acquire);
             continue;
         }
         let used = used_of(u);
-        let limit = wd.mem_limit.load(Acquire);
-        let target = used as i128 + delta as i128;
-        if delta > 0 && ((limit != 0 && target > limit as i128) || target > MAX_BYTES as i128) {
-            // Not recorded: only our own sequence moves on.
-            let _ = p.held[d].compare_exchange(h, pack48(bytes, seq), AcqRel, Acquire);
-            return Ok(Apply::Blocked { used });
+        let target = used as i64 + delta;
+        if delta > 0 {
+            let limit = wd.mem_limit.load(Acquire);
+            let cap = if limit == 0 {
+                MAX_BYTES
+            } else {
+                limit.min(MAX_BYTES)
+            };
+            if target as u64 > cap {
+                // Nothing recorded, and `held` keeps its sequence: an
+                // intent left behind is never named by the usage word.
+                return Apply::Blocked { used };
+            }
         }
-        let new = usage_word(target.max(0) as u64, i, seq);
-        if wd.usage.compare_exchange(u, new, AcqRel, Acquire).is_ok() {
-            break new;
+        if !announced {
+            p.intent[d].store(intent, Release);
+            announced = true;
+        }
+        let new = named_word(target.max(0) as u64, i, seq);
+        match wd.usage.compare_exchange(u, new, AcqRel, Acquire) {
+            Ok(_) => break new,
+            Err(now) => u = now,
         }
     };
-    let applied = pack48((bytes as i64 + delta) as u64, seq);
+    let applied = pack48(after as u64, seq);
     if owner {
         // Only a helper of this very op may write `held` now, and with the
         // same value.
@@ -709,10 +762,25 @@ fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: b
     } else {
         let _ = p.held[d].compare_exchange(h, applied, AcqRel, Acquire);
     }
-    let _ = wd
-        .usage
-        .compare_exchange(new, used_of(new), AcqRel, Acquire);
-    Ok(Apply::Done { used: used_of(new) })
+    // Tell the next process it need not look at our `held`. Only the
+    // actor of an op writes this: a late write names an op of a slot that
+    // cannot have moved on, so it never vouches for a later pending op.
+    wd.settled.store(new, Release);
+    Apply::Done { used: used_of(new) }
+}
+
+/// Settle and remove every reference of `wd`'s usage word to slot `i`, so
+/// the slot can be reused (a new process restarts its sequences at 0).
+fn unname(l: &Layout, i: usize, d: usize, wd: &WorkerDevice) {
+    loop {
+        let u = wd.usage.load(Acquire);
+        if !named(u) || tag_slot(u) != i {
+            return;
+        }
+        if settle(l, d, wd, u) {
+            let _ = wd.usage.compare_exchange(u, used_of(u), AcqRel, Acquire);
+        }
+    }
 }
 
 /// Reclaim slot `i` if its process is dead (or its reclaimer died).
@@ -742,17 +810,12 @@ fn reclaim(l: &Layout, i: usize) -> bool {
     let mask = p.devmask.load(Acquire);
     for d in (0..MAX_DEVICES).filter(|d| mask & 1 << d != 0) {
         let wd = &l.wd[w][d];
-        loop {
-            let u = wd.usage.load(Acquire);
-            if tagged(u) && tag_slot(u) == i {
-                help(l, d, wd, u);
-            } else {
-                break;
-            }
-        }
+        unname(l, i, d, wd);
         let held = low48(p.held[d].load(Acquire));
         if held > 0 {
-            let _ = apply(l, i, d, wd, -(held as i64), false);
+            // held ≤ MAX_BYTES: it is part of the usage word's total.
+            let _ = apply(l, i, d, wd, -(held.min(MAX_BYTES) as i64), false);
+            unname(l, i, d, wd);
         }
         p.tokens[d].store(0, Relaxed);
     }
@@ -801,8 +864,10 @@ pub struct ComputeOutcome {
     pub available_tokens: u64,
 }
 
-fn frozen(l: &Layout, w: usize, wd: &WorkerDevice, bit: u64) -> bool {
-    (w != 0 && l.workers[w].freeze.load(Acquire) != 0) || wd.auto_freeze.load(Acquire) & bit != 0
+/// Whether a check must block: the worker is frozen, or `auto` (the
+/// resource's AutoFreeze word on the device) is set.
+fn frozen(l: &Layout, w: usize, auto: &AtomicU64) -> bool {
+    (w != 0 && l.workers[w].freeze.load(Acquire) != 0) || auto.load(Acquire) != 0
 }
 
 fn available(limit: u64, used: u64) -> u64 {
@@ -836,46 +901,63 @@ pub fn check_memory(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {
 
 /// [`check_memory`] on device slot `d` (from [`device_slot`]).
 pub fn check_memory_on(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
+    if delta.unsigned_abs() > MAX_BYTES {
+        return Err(too_large(delta));
+    }
     let l = shared()?;
     let d = checked_device(d)?;
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
-    let w = p.worker.load(Relaxed) as usize;
+    let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
     let wd = &l.wd[w][d];
-    if delta.unsigned_abs() > MAX_BYTES {
-        return Err(Error::InvalidParam(format!(
-            "{delta} bytes in one operation (at most {MAX_BYTES})"
-        )));
-    }
-    if frozen(l, w, wd, AUTO_MEMORY) {
-        return Ok(MemOutcome {
-            should_block: true,
-            available_bytes: available(wd.mem_limit.load(Acquire), used_of(wd.usage.load(Acquire))),
-        });
+    let outcome = |should_block, used| MemOutcome {
+        should_block,
+        available_bytes: available(wd.mem_limit.load(Acquire), used),
+    };
+    if frozen(l, w, &wd.mem_frozen) {
+        return Ok(outcome(true, used_of(wd.usage.load(Acquire))));
     }
     mark_device(p, d);
-    let _owner = local::lock(i, d);
-    let mut swept = false;
-    loop {
-        match apply(l, i, d, wd, delta, true)? {
-            Apply::Done { used } => {
-                return Ok(MemOutcome {
-                    should_block: false,
-                    available_bytes: available(wd.mem_limit.load(Acquire), used),
-                })
-            }
-            Apply::Blocked { used } => {
-                if !swept && try_sweep(l, w, wd) {
-                    swept = true;
-                    continue;
-                }
-                return Ok(MemOutcome {
-                    should_block: true,
-                    available_bytes: available(wd.mem_limit.load(Acquire), used),
-                });
-            }
-        }
+    let _owner = local::enter(i, d);
+    match apply(l, i, d, wd, delta, true) {
+        Apply::Done { used } => Ok(outcome(false, used)),
+        Apply::Blocked { used } => Ok(match retry_after_sweep(l, i, d, w, wd, delta) {
+            Some(Apply::Done { used }) => outcome(false, used),
+            Some(Apply::Blocked { used }) => outcome(true, used),
+            _ => outcome(true, used),
+        }),
+        Apply::Overdraft { held } => Err(overdraft(delta, held)),
     }
+}
+
+/// A blocked allocation may fit once the worker's dead processes are
+/// reclaimed: sweep them (see `try_sweep`) and try once more.
+#[cold]
+#[inline(never)]
+fn retry_after_sweep(
+    l: &Layout,
+    i: usize,
+    d: usize,
+    w: usize,
+    wd: &WorkerDevice,
+    delta: i64,
+) -> Option<Apply> {
+    try_sweep(l, w, wd).then(|| apply(l, i, d, wd, delta, true))
+}
+
+#[cold]
+fn too_large(delta: i64) -> Error {
+    Error::InvalidParam(format!(
+        "{delta} bytes in one operation (at most {MAX_BYTES})"
+    ))
+}
+
+#[cold]
+fn overdraft(delta: i64, held: u64) -> Error {
+    Error::InvalidParam(format!(
+        "freeing {} bytes, but the process holds {held} on this device",
+        delta.unsigned_abs()
+    ))
 }
 
 /// Sweep the worker's dead processes, at most once a millisecond per worker
@@ -907,31 +989,33 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
     let p = &l.procs[i];
     let w = p.worker.load(Relaxed) as usize;
     let wd = &l.wd[w][d];
-    let percent = wd.compute_limit.load(Acquire);
+    let percent = wd.bucket.limit.load(Acquire);
     mark_device(p, d);
-    let now = map::monotonic_ns().saturating_mul(16);
     let window = BURST_NS * 16;
     // percent ≤ 100 (set_compute_limit) and the window is 1.6e9, so the
     // product fits in u64 (no 128-bit division on the hot path); `min`
     // keeps it so for any word a foreign writer left.
     let percent = percent.min(100);
-    let avail = |tat: u64| {
+    let avail = |tat: u64, now: u64| {
         let ahead = tat.saturating_sub(now);
         window.saturating_sub(ahead) * percent / 1600
     };
-    if frozen(l, w, wd, AUTO_COMPUTE) {
+    if frozen(l, w, &wd.bucket.frozen) {
         let a = if percent == 0 {
             u64::MAX
         } else {
-            avail(wd.tat.load(Acquire))
+            avail(wd.bucket.tat.load(Acquire), clock::fresh())
         };
         return Ok(ComputeOutcome {
             should_block: true,
             available_tokens: a,
         });
     }
+    let _owner = local::enter(i, d);
+    // Only this process's acting thread writes its counter.
+    let count = |t: &AtomicU64| t.store(t.load(Relaxed).wrapping_add(tokens), Relaxed);
     if percent == 0 {
-        p.tokens[d].fetch_add(tokens, Relaxed);
+        count(&p.tokens[d]);
         return Ok(ComputeOutcome {
             should_block: false,
             available_tokens: u64::MAX,
@@ -941,26 +1025,50 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
         Some(t) => t.div_ceil(percent) as u128,
         None => (tokens as u128 * 1600).div_ceil(percent as u128),
     };
+    let (mut now, mut fresh) = clock::now();
+    // Start from the TAT this process last wrote on the device: right when
+    // no other process took tokens since, and otherwise the failed CAS
+    // brings the line over once, exclusive, with the true value (a load
+    // first would bring it shared, and the CAS fetch it again).
+    let mut tat = LAST_TAT[d].load(Relaxed);
+    let mut known = false;
     loop {
-        let tat = wd.tat.load(Acquire);
-        let base = tat.max(now);
-        let next = base as u128 + cost;
-        if next > (now + window) as u128 {
+        // A cached reading decides only grants that find the bucket in
+        // debt against it; a refill or a refusal takes a fresh one, and
+        // is never decided on a guessed TAT.
+        let next = tat.max(now) as u128 + cost;
+        let refused = next > (now + window) as u128;
+        if (refused || (!fresh && tat < now)) && !(known && fresh) {
+            if known {
+                (now, fresh) = (clock::fresh(), true);
+            } else {
+                (tat, known) = (wd.bucket.tat.load(Acquire), true);
+            }
+            continue;
+        }
+        if refused {
             return Ok(ComputeOutcome {
                 should_block: true,
-                available_tokens: avail(tat),
+                available_tokens: avail(tat, now),
             });
         }
         let next = next as u64;
-        if wd.tat.compare_exchange(tat, next, AcqRel, Acquire).is_ok() {
-            p.tokens[d].fetch_add(tokens, Relaxed);
-            return Ok(ComputeOutcome {
-                should_block: false,
-                available_tokens: avail(next),
-            });
+        match wd.bucket.tat.compare_exchange(tat, next, AcqRel, Acquire) {
+            Ok(_) => {
+                LAST_TAT[d].store(next, Relaxed);
+                count(&p.tokens[d]);
+                return Ok(ComputeOutcome {
+                    should_block: false,
+                    available_tokens: avail(next, now),
+                });
+            }
+            Err(current) => (tat, known) = (current, true),
         }
     }
 }
+
+/// Per device, the TAT this process last wrote (a guess for the next CAS).
+static LAST_TAT: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
 
 /// A worker's freeze state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1031,15 +1139,12 @@ pub fn auto_freeze(worker: &str, uuid: &str, resource: Resource, frozen: bool) -
     let l = shared()?;
     let w = known_worker(l, worker)?;
     let d = device(l, uuid)?;
-    let bit = match resource {
-        Resource::Memory => AUTO_MEMORY,
-        Resource::Compute => AUTO_COMPUTE,
+    let wd = &l.wd[w][d];
+    let word = match resource {
+        Resource::Memory => &wd.mem_frozen,
+        Resource::Compute => &wd.bucket.frozen,
     };
-    if frozen {
-        l.wd[w][d].auto_freeze.fetch_or(bit, AcqRel);
-    } else {
-        l.wd[w][d].auto_freeze.fetch_and(!bit, AcqRel);
-    }
+    word.store(frozen.into(), Release);
     Ok(())
 }
 
@@ -1088,7 +1193,7 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
     let d = device(l, uuid)?;
     set_once(
-        &l.wd[w][d].compute_limit,
+        &l.wd[w][d].bucket.limit,
         percent.into(),
         "compute",
         worker,
@@ -1125,7 +1230,7 @@ pub fn limits() -> Res<Vec<LimitEntry>> {
         }
         for (d, uuid) in &devices {
             let mem = l.wd[w][*d].mem_limit.load(Acquire);
-            let cu = l.wd[w][*d].compute_limit.load(Acquire);
+            let cu = l.wd[w][*d].bucket.limit.load(Acquire);
             if mem != 0 || cu != 0 {
                 out.push(LimitEntry {
                     worker: key_name(&wk.key),
@@ -1213,8 +1318,8 @@ mod tests {
     fn packing_round_trips() {
         assert_eq!(delta_of(pack48(-5i64 as u64, 7)), -5);
         assert_eq!(seq16(pack48(-5i64 as u64, 7)), 7);
-        let u = usage_word(123, 4095, 0x1ff);
-        assert!(tagged(u));
+        let u = named_word(123, 4095, 0x1ff);
+        assert!(named(u));
         assert_eq!((used_of(u), tag_slot(u), tag_seq8(u)), (123, 4095, 0xff));
         assert_eq!(word_pid(proc_word(4_194_304, PROC_LIVE)), 4_194_304);
         assert_eq!(SIZE % 4096, 0);

@@ -1,0 +1,44 @@
+//! The token bucket's clock: CLOCK_MONOTONIC in 1/16 ns, with one reading
+//! shared by up to [`REUSE`] consecutive compute checks of this process.
+//!
+//! Why: a clock_gettime costs as much as the rest of a compute check (about
+//! 30 ns on a VM with kvm-clock). A reading t' older than the true time t
+//! is only used where it cannot matter much (see `check_compute_on`): to
+//! grant a request that finds the bucket's TAT at or past t', charging it
+//! from TAT. If TAT ≥ t that is exactly what the true time gives; if
+//! t' ≤ TAT < t (the bucket refilled since t'), the grant is charged up to
+//! t − TAT early. A refill (TAT < t') and a refusal always take a fresh
+//! reading, so the worker's long-run rate is exact and a burst can exceed
+//! B by at most the age of a reading, i.e. the time of 16 of this process's
+//! compute checks. The statics are racy by design: any value one of them
+//! holds is a true past reading.
+
+use super::map;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Checks one reading may serve.
+const REUSE: u64 = 16;
+
+static READING: AtomicU64 = AtomicU64::new(0);
+/// Checks served by `READING`; starts spent so the first check reads.
+static USES: AtomicU64 = AtomicU64::new(REUSE);
+
+/// (time, whether it was read just now).
+#[inline]
+pub(super) fn now() -> (u64, bool) {
+    let uses = USES.load(Relaxed);
+    if uses < REUSE {
+        USES.store(uses + 1, Relaxed);
+        return (READING.load(Relaxed), false);
+    }
+    (fresh(), true)
+}
+
+/// A fresh reading, remembered for the next checks.
+#[cold]
+pub(super) fn fresh() -> u64 {
+    let t = map::monotonic_ns().saturating_mul(16);
+    READING.store(t, Relaxed);
+    USES.store(1, Relaxed);
+    t
+}
