@@ -1,17 +1,18 @@
 //! The token bucket's clock: CLOCK_MONOTONIC in 1/16 ns, with one reading
 //! shared by up to [`REUSE`] consecutive compute checks of this process.
 //!
-//! Why: a clock_gettime costs as much as the rest of a compute check (about
-//! 30 ns on a VM with kvm-clock). A reading t' older than the true time t
-//! is only used where it cannot matter much (see `check_compute_on`): to
-//! grant a request that finds the bucket's TAT at or past t', charging it
-//! from TAT. If TAT ≥ t that is exactly what the true time gives; if
-//! t' ≤ TAT < t (the bucket refilled since t'), the grant is charged up to
-//! t − TAT early. A refill (TAT < t') and a refusal always take a fresh
-//! reading, so the worker's long-run rate is exact and a burst can exceed
-//! B by at most the age of a reading, i.e. the time of 16 of this process's
-//! compute checks. The statics are racy by design: any value one of them
-//! holds is a true past reading.
+//! Why: a clock_gettime costs about as much as the rest of a compute
+//! check (about 30 ns on the 2-core VMs this was measured on). A reading t'
+//! older than the true time t is only used where it cannot matter much (see
+//! `check_compute_on`): to grant a request that finds the bucket's TAT at or
+//! past t', charging it from TAT. If TAT ≥ t that is exactly what the true
+//! time gives; if t' ≤ TAT < t (the bucket refilled since t'), the grant is
+//! charged up to t − TAT early. A refill (TAT < t') and a refusal always
+//! take a fresh reading, so the worker's long-run rate is exact and a burst
+//! can exceed B by at most the age of a reading (the time spanned by 16 of
+//! this process's compute checks), and never by more than B: grants against
+//! one reading t' end where TAT reaches t' + 100 ms. The statics are racy by
+//! design: any value one of them holds is a true past reading.
 
 use super::map;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -112,7 +112,7 @@
 //! since boot); resuming adds the frozen span to `frozen_ms`. While frozen,
 //! every check of the worker's processes says "block" (frees included: a
 //! frozen worker makes no progress). AutoFreeze/AutoResume set and clear a
-//! per-worker-and-device bit for one resource ("memory" or "compute"):
+//! per-worker-and-device word for one resource ("memory" or "compute"):
 //! only that resource's checks on that device block. Freeze time counts
 //! FreezeWorker spans only.
 //!
