@@ -83,8 +83,8 @@
 //! (intent `-held`, sequence + 1), so a reclaimer killed midway leaves
 //! either nothing done or an op the next one completes; never a double
 //! subtraction. Before the slot is zeroed and set `FREE`, every W that
-//! names it is settled and un-named (a new process in the slot restarts its
-//! sequences). A `RECLAIMING`
+//! names it is settled and un-named, and a `settled` word naming it cleared
+//! (a new process in the slot restarts its sequences). A `RECLAIMING`
 //! (or `CLAIMING`) slot whose owner is dead is taken over the same way.
 //! Reclamation runs: when a memory check would block (sweeping that
 //! worker's processes, at most once per millisecond per worker and device),
@@ -769,17 +769,24 @@ fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: b
     Apply::Done { used: used_of(new) }
 }
 
-/// Settle and remove every reference of `wd`'s usage word to slot `i`, so
-/// the slot can be reused (a new process restarts its sequences at 0).
+/// Settle and remove every reference of `wd`'s usage and settled words to
+/// slot `i`, so the slot can be reused (a new process restarts its
+/// sequences at 0, and a leftover `settled` naming the slot could vouch for
+/// its first op). Only the reclaimer acts for a dead slot, so nobody writes
+/// a `settled` naming it after this.
 fn unname(l: &Layout, i: usize, d: usize, wd: &WorkerDevice) {
     loop {
         let u = wd.usage.load(Acquire);
         if !named(u) || tag_slot(u) != i {
-            return;
+            break;
         }
         if settle(l, d, wd, u) {
             let _ = wd.usage.compare_exchange(u, used_of(u), AcqRel, Acquire);
         }
+    }
+    let s = wd.settled.load(Acquire);
+    if named(s) && tag_slot(s) == i {
+        let _ = wd.settled.compare_exchange(s, 0, AcqRel, Acquire);
     }
 }
 
