@@ -180,6 +180,19 @@ macro_rules! sym {
     }};
 }
 
+/// Run an NVML instance enumerator: `fill` gets an array of `max` (at
+/// least 1) null handles and a count, which NVML sets to how many it wrote.
+fn instances(
+    max: u32,
+    fill: impl FnOnce(*mut Handle, *mut c_uint) -> NvmlRet,
+) -> Result<Vec<Handle>, NvmlRet> {
+    let mut v: Vec<Handle> = vec![std::ptr::null_mut(); max.max(1) as usize];
+    let mut n: c_uint = 0;
+    ok(fill(v.as_mut_ptr(), &mut n))?;
+    v.truncate((n as usize).min(v.len()));
+    Ok(v)
+}
+
 fn ok(r: NvmlRet) -> Result<(), NvmlRet> {
     if r == NVML_SUCCESS {
         Ok(())
@@ -331,11 +344,9 @@ impl NvmlExt {
             "nvmlDeviceGetGpuInstances",
             unsafe extern "C" fn(Handle, c_uint, *mut Handle, *mut c_uint) -> NvmlRet
         );
-        let mut v: Vec<Handle> = vec![std::ptr::null_mut(); max.max(1) as usize];
-        let mut n: c_uint = 0;
-        // SAFETY: the array holds `max` handles, as NVML requires (the profile's instance count).
-        ok(unsafe { f(handle(dev), nvml_id, v.as_mut_ptr(), &mut n) })?;
-        v.truncate((n as usize).min(v.len()));
+        // SAFETY: `instances` passes an array of `max` handles, as NVML
+        // requires (the profile's instance count), and a count pointer.
+        let v = instances(max, |v, n| unsafe { f(handle(dev), nvml_id, v, n) })?;
         Ok(v.into_iter().map(Gi).collect())
     }
 
@@ -402,11 +413,8 @@ impl NvmlExt {
             "nvmlGpuInstanceGetComputeInstances",
             unsafe extern "C" fn(Handle, c_uint, *mut Handle, *mut c_uint) -> NvmlRet
         );
-        let mut v: Vec<Handle> = vec![std::ptr::null_mut(); max.max(1) as usize];
-        let mut n: c_uint = 0;
-        // SAFETY: the array holds `max` handles.
-        ok(unsafe { f(gi.0, ci_nvml_id, v.as_mut_ptr(), &mut n) })?;
-        v.truncate((n as usize).min(v.len()));
+        // SAFETY: as in `gis`: an array of `max` handles and a count pointer.
+        let v = instances(max, |v, n| unsafe { f(gi.0, ci_nvml_id, v, n) })?;
         Ok(v.into_iter().map(Ci).collect())
     }
 
