@@ -67,6 +67,13 @@
 //! only starts its next op once its last one is in `held`, and blocked ops
 //! leave the sequence alone, so the named op's `held` is always s − 1 or s.
 //!
+//! Contention (`backoff.rs`): a process that loses a CAS race waits a little
+//! before its next attempt, and one that finds the word naming another
+//! process's op not yet `settled` gives that owner a moment to publish it
+//! before reaching into its slot, so the winner finishes its operation with
+//! the line still in its cache. The waits are bounded: a dead or preempted
+//! owner costs the others one short wait, then they settle its op.
+//!
 //! Threads: the protocol needs one actor per (slot, device) at a time; the
 //! threads of a process are serialised by a process-local guard
 //! (`local.rs`: biased to the first thread, so a single-threaded process
@@ -120,12 +127,14 @@
 //! preempted across exactly that many ops of one process on one device
 //! between two loads is the only case the sequence check cannot tell apart.
 
+mod backoff;
 mod clock;
 mod local;
 mod map;
 
 use crate::statedir::{self, Create};
 use crate::{Error, Res};
+use backoff::Backoff;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::Path;
@@ -671,6 +680,18 @@ fn settle(l: &Layout, d: usize, wd: &WorkerDevice, u: u64) -> bool {
     if !named(u) || wd.settled.load(Acquire) == u {
         return true;
     }
+    // A live owner publishes `settled` right after its CAS: give it a
+    // moment rather than pull its slot's line over (and back).
+    let mut b = Backoff::new();
+    while !b.exhausted() {
+        b.wait();
+        if wd.settled.load(Acquire) == u {
+            return true;
+        }
+        if wd.usage.load(Acquire) != u {
+            return false;
+        }
+    }
     let p = &l.procs[tag_slot(u)];
     let h = p.held[d].load(Acquire);
     if seq16(h) & 0xff == tag_seq8(u) {
@@ -721,6 +742,7 @@ fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: b
     }
     let intent = pack48(delta as u64, seq);
     let mut announced = false;
+    let mut b = Backoff::new();
     let mut u = wd.usage.load(Acquire);
     let new = loop {
         // The owner's own last op is always complete: it finished it
@@ -751,7 +773,10 @@ fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: b
         let new = named_word(target.max(0) as u64, i, seq);
         match wd.usage.compare_exchange(u, new, AcqRel, Acquire) {
             Ok(_) => break new,
-            Err(now) => u = now,
+            Err(_) => {
+                b.wait();
+                u = wd.usage.load(Acquire);
+            }
         }
     };
     let applied = pack48(after as u64, seq);
@@ -1039,6 +1064,7 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
     // first would bring it shared, and the CAS fetch it again).
     let mut tat = LAST_TAT[d].load(Relaxed);
     let mut known = false;
+    let mut b = Backoff::new();
     loop {
         // A cached reading decides only grants that find the bucket in
         // debt against it; a refill or a refusal takes a fresh one, and
@@ -1069,7 +1095,12 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
                     available_tokens: avail(next, now),
                 });
             }
-            Err(current) => (tat, known) = (current, true),
+            // A guess that was wrong is no contention; losing a race is.
+            Err(current) if !known => (tat, known) = (current, true),
+            Err(_) => {
+                b.wait();
+                tat = wd.bucket.tat.load(Acquire);
+            }
         }
     }
 }
