@@ -200,6 +200,29 @@ static uint64_t used_of(const char *worker, const char *dev) {
   return u;
 }
 
+static void *succeed_elsewhere(void *rc) {
+  MemoryOpRecord m;
+  *(int *)rc = L.mem(me, D0, 0, &m);
+  return NULL;
+}
+
+/* The last error belongs to its thread: another thread's success leaves it,
+ * the thread's own next success clears it. */
+static void test_last_error(void) {
+  MemoryOpRecord m;
+  EXPECT_RC(L.mem("pid-1", D0, 0, &m), RESULT_ERROR_INVALID_PARAM);
+  CHECK(strstr(L.lastError(), "processId") != NULL, "the error names processId: %s", L.lastError());
+  pthread_t t;
+  int rc = -1;
+  pthread_create(&t, NULL, succeed_elsewhere, &rc);
+  pthread_join(t, NULL);
+  CHECK(rc == RESULT_SUCCESS, "the other thread's call succeeds (%d)", rc);
+  CHECK(strstr(L.lastError(), "processId") != NULL, "another thread's success leaves this one's error: %s",
+        L.lastError());
+  CHECK(L.mem(me, D0, 0, &m) == RESULT_SUCCESS, "a good call succeeds: %s", L.lastError());
+  CHECK(L.lastError()[0] == 0, "this thread's success clears its error: %s", L.lastError());
+}
+
 static void test_memory(void) {
   MemoryOpRecord r;
   EXPECT_RC_WITH(L.accLastError, L.setMem("w-func", D0, 1000), RESULT_SUCCESS);
@@ -488,6 +511,7 @@ int main(int argc, char **argv) {
   test_state_file(); /* first: children that have not mapped anything yet */
   setenv("ACCELERATOR_WORKER_ID", "w-func", 1);
   test_bad_inputs();
+  test_last_error();
   test_memory();
   test_threads();
   test_race();

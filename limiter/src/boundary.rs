@@ -1,137 +1,261 @@
 //! The C boundary of liblimiter.so: the only module that touches raw
 //! pointers (the pattern of libaccelerator's `src/abi/boundary.rs`).
 //!
-//! - `call` / `call_hot`: the one panic-catching wrapper every export runs
-//!   in. A panic becomes RESULT_ERROR_INTERNAL; every failure leaves its
-//!   message for `limiterGetLastError` on this thread (and on stderr when
-//!   `ACCELERATOR_LIMITER_DEBUG=1`). Success clears it with one flag check,
-//!   so the hot path never touches the heap.
+//! - `call`: the one panic-catching wrapper every export runs in. A panic
+//!   becomes RESULT_ERROR_INTERNAL; every failure leaves its message for
+//!   `limiterGetLastError` on this thread (and on stderr when
+//!   `ACCELERATOR_LIMITER_DEBUG=1`).
 //! - `cstr`: the one bounded, UTF-8-checked way to read strings.
 //! - `write_fixed`: the one way to write a `char[N]`, always NUL-terminated.
-//! - `pid_arg` / `device_arg`: the hot path's two strings, with a per-thread
-//!   memory of the last text seen and what it resolved to (pid, device slot),
-//!   so a repeated text skips validation, parsing and the device lookup.
+//! - `pid_arg` / `device_arg`: the hot path's two strings, with a
+//!   process-wide memory of texts seen before and what they resolved to
+//!   (pid, device slot), so a repeated text skips validation, parsing and
+//!   the device lookup.
 //!
-//! Everything per-thread that the hot path needs is in one `const`
-//! thread-local, [`Hot`], reached once per call (`call_hot`) and passed
-//! down by reference: in a dlopen'ed library every thread-local access is a
-//! `__tls_get_addr` call.
+//! A successful call touches no thread-local: in a dlopen'ed library each
+//! thread-local access is a `__tls_get_addr` call, which cost about as much
+//! as the whole shared-memory update. The last-error slot is thread-local,
+//! but a success only visits it when some thread of the process has an
+//! error message standing (`STANDING`).
 
 use accel_common::cabi::panic_error;
 pub use accel_common::cabi::{cstr, out, write_fixed};
 use accel_common::{Error, Res, ResultCode};
 use libc::c_char;
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{RefCell, UnsafeCell};
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-    /// Everything the hot path touches per call, in one thread-local (one
-    /// TLS address lookup in a dlopen'ed library). `const`-initialised and
-    /// without Drop: no lazy-init check, no destructor registration.
-    static HOT: Hot = const { Hot::new() };
-}
+// ---- the last error --------------------------------------------------------
 
-/// A caller string seen before on this thread, NUL-terminated and
-/// NUL-padded, with what it resolved to. A string equal to one that was
-/// validated (bounded, non-empty, UTF-8) and resolved is valid and resolves
-/// the same. `text[0] == 0`: nothing remembered.
-#[derive(Clone, Copy)]
-struct Seen<const N: usize> {
-    text: [c_char; N],
-    value: u64,
-}
+/// This thread's last error message; `None` after a success.
+struct LastError(Option<CString>);
 
-impl<const N: usize> Seen<N> {
-    const EMPTY: Seen<N> = Seen {
-        text: [0; N],
-        value: 0,
-    };
-}
-
-/// This thread's hot-path state (see the module comment).
-pub struct Hot {
-    has_error: Cell<bool>,
-    /// processId text → pid. A pure function of the text (no process slot
-    /// is cached here: shm revalidates its own slot on every call), so it
-    /// stays right across fork.
-    pid: UnsafeCell<Seen<32>>,
-    /// deviceUUID text → device slot. Device slots are never released or
-    /// renamed and the mapping never changes within a process (fork
-    /// included), so the index stays right for the life of the process.
-    device: UnsafeCell<Seen<64>>,
-}
-
-impl Hot {
-    const fn new() -> Hot {
-        Hot {
-            has_error: Cell::new(false),
-            pid: UnsafeCell::new(Seen::EMPTY),
-            device: UnsafeCell::new(Seen::EMPTY),
+impl Drop for LastError {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            STANDING.fetch_sub(1, Relaxed);
         }
     }
 }
 
-#[cold]
-fn set_last_error(h: &Hot, message: &str) {
+thread_local! {
+    static LAST_ERROR: RefCell<LastError> = const { RefCell::new(LastError(None)) };
+}
+
+/// How many threads of the process have an error message standing. A
+/// thread's own increment is visible to its own later loads, so a thread
+/// with a message standing always finds this non-zero and clears it.
+static STANDING: AtomicUsize = AtomicUsize::new(0);
+
+fn set_last_error(message: &str) {
     let text = CString::new(message.replace('\0', "\u{FFFD}")).unwrap_or_default();
-    let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = text);
-    h.has_error.set(true);
+    let _ = LAST_ERROR.try_with(|slot| {
+        if slot.borrow_mut().0.replace(text).is_none() {
+            STANDING.fetch_add(1, Relaxed);
+        }
+    });
 }
 
 #[cold]
-fn clear_last_error(h: &Hot) {
-    h.has_error.set(false);
-    let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = CString::default());
+#[inline(never)]
+fn clear_last_error() {
+    let _ = LAST_ERROR.try_with(|slot| {
+        if slot.borrow_mut().0.take().is_some() {
+            STANDING.fetch_sub(1, Relaxed);
+        }
+    });
 }
 
-/// Whether `p`'s text equals the remembered one (false when none is).
+/// This thread's last error message ("" after a success), valid until its
+/// next limiter call.
+pub fn last_error_ptr() -> *const c_char {
+    LAST_ERROR
+        .try_with(|slot| slot.borrow().0.as_ref().map(|m| m.as_ptr()))
+        .ok()
+        .flatten()
+        .unwrap_or(c"".as_ptr())
+}
+
+/// Run an export: catch panics, record failures, map to the Result code.
+#[inline]
+pub fn call(name: &str, f: impl FnOnce() -> Res<()>) -> ResultCode {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => {
+            if STANDING.load(Relaxed) != 0 {
+                clear_last_error();
+            }
+            ResultCode::Success
+        }
+        Ok(Err(e)) => fail(name, e),
+        Err(panic) => fail(name, panic_error(panic)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn fail(name: &str, e: Error) -> ResultCode {
+    let message = format!("{name}: {e}");
+    if std::env::var_os("ACCELERATOR_LIMITER_DEBUG").is_some_and(|v| v == "1") {
+        eprintln!("liblimiter: {message}");
+    }
+    set_last_error(&message);
+    e.code()
+}
+
+// ---- texts seen before -----------------------------------------------------
+
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const READY: u8 = 2;
+
+/// A caller text seen before, NUL-terminated and NUL-padded, with what it
+/// resolved to. Written once — claimed (EMPTY → WRITING), filled, published
+/// (READY, release) — and never changed after, so readers that saw READY
+/// may compare against the text without any lock.
+struct Entry<const N: usize> {
+    state: AtomicU8,
+    value: AtomicU64,
+    text: UnsafeCell<[c_char; N]>,
+}
+
+impl<const N: usize> Entry<N> {
+    const fn new() -> Entry<N> {
+        Entry {
+            state: AtomicU8::new(EMPTY),
+            value: AtomicU64::new(0),
+            text: UnsafeCell::new([0; N]),
+        }
+    }
+
+    /// The published text, if any.
+    fn text(&self) -> Option<&[c_char; N]> {
+        // SAFETY: READY entries are never written again (see the type).
+        (self.state.load(Acquire) == READY).then(|| unsafe { &*self.text.get() })
+    }
+}
+
+/// A process-wide memory of up to `K` texts. Entries are claimed in order,
+/// so the non-empty ones are always a prefix.
+pub struct Seen<const N: usize, const K: usize> {
+    entries: [Entry<N>; K],
+    /// The entry that matched last: tried first. Written only when it
+    /// changes, so a process using one text never writes it.
+    hint: AtomicUsize,
+}
+
+// SAFETY: an entry's text is written only by the thread that claimed it,
+// before it is published, and only read after it is published (Entry).
+unsafe impl<const N: usize, const K: usize> Sync for Seen<N, K> {}
+
+/// The text and value of the entry matching a caller's text.
+type Found<'a, const N: usize> = (&'a [c_char; N], u64);
+
+impl<const N: usize, const K: usize> Seen<N, K> {
+    const fn new() -> Self {
+        Seen {
+            entries: [const { Entry::new() }; K],
+            hint: AtomicUsize::new(0),
+        }
+    }
+
+    /// The entry whose text equals `p`'s.
+    ///
+    /// # Safety
+    /// `p` is non-NULL and readable up to its NUL or `N` bytes.
+    #[inline]
+    unsafe fn find(&self, p: *const c_char) -> Option<Found<'_, N>> {
+        let h = self.hint.load(Relaxed) % K;
+        match self.entries[h].text() {
+            Some(text) if same(p, text) => Some((text, self.entries[h].value.load(Relaxed))),
+            _ => self.scan(p, h),
+        }
+    }
+
+    #[inline(never)]
+    unsafe fn scan(&self, p: *const c_char, skip: usize) -> Option<Found<'_, N>> {
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.state.load(Acquire) == EMPTY {
+                break;
+            }
+            match e.text() {
+                Some(text) if i != skip && same(p, text) => {
+                    self.hint.store(i, Relaxed);
+                    return Some((text, e.value.load(Relaxed)));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Remember `s` (validated, at most N-1 bytes, no NUL) as resolving to
+    /// `value`, if an entry is free.
+    fn remember(&self, s: &str, value: u64) {
+        if s.is_empty() || s.len() >= N || s.as_bytes().contains(&0) {
+            return;
+        }
+        let Some(e) = self.entries.iter().find(|e| {
+            e.state
+                .compare_exchange(EMPTY, WRITING, Acquire, Relaxed)
+                .is_ok()
+        }) else {
+            return;
+        };
+        let mut text = [0 as c_char; N];
+        for (dst, &b) in text.iter_mut().zip(s.as_bytes()) {
+            *dst = b as c_char;
+        }
+        // SAFETY: this thread claimed the entry; nobody reads its text
+        // before the READY store below.
+        unsafe { *e.text.get() = text };
+        e.value.store(value, Relaxed);
+        e.state.store(READY, Release);
+    }
+}
+
+/// Whether `p`'s text equals `text`.
 ///
 /// # Safety
 /// `p` is non-NULL and readable up to its NUL or `N` bytes.
-unsafe fn same<const N: usize>(p: *const c_char, seen: &Seen<N>) -> bool {
-    // strcmp stops at the first difference or at the remembered text's NUL
-    // (within N bytes): a caller string that is shorter differs at its own
-    // NUL and one that is longer (or unterminated) differs at ours, so no
-    // more than the caller's NUL or N bytes is compared.
-    seen.text[0] != 0 && libc::strcmp(p, seen.text.as_ptr()) == 0
+#[inline]
+unsafe fn same<const N: usize>(p: *const c_char, text: &[c_char; N]) -> bool {
+    // strcmp stops at the first difference or at our text's NUL (within N
+    // bytes): a caller string that is shorter differs at its own NUL and
+    // one that is longer (or unterminated) differs at ours, so no more
+    // than the caller's NUL or N bytes is read.
+    libc::strcmp(p, text.as_ptr()) == 0
 }
 
-/// Remember `s` (validated, at most N-1 bytes) as resolving to `value`.
-fn remember<const N: usize>(cell: &UnsafeCell<Seen<N>>, s: &str, value: u64) {
-    if s.is_empty() || s.len() >= N || s.as_bytes().contains(&0) {
-        return;
-    }
-    let mut seen = Seen::<N>::EMPTY;
-    for (dst, &b) in seen.text.iter_mut().zip(s.as_bytes()) {
-        *dst = b as c_char;
-    }
-    seen.value = value;
-    // SAFETY: this thread's own cell; no reference into it is alive (the
-    // readers copy out or borrow only within one export, which reaches
-    // here only on the path that holds no such borrow).
-    unsafe { *cell.get() = seen };
-}
+/// deviceUUID texts → device slot. Device slots are never released or
+/// renamed and the mapping never changes within a process (fork included),
+/// so a slot stays right for the life of the process.
+static DEVICES: Seen<64, 64> = Seen::new();
+
+/// processId texts → pid (a pure function of the text, so it stays right
+/// across fork; the process slot is revalidated by shm on every call).
+static PIDS: Seen<32, 8> = Seen::new();
 
 /// `processId` as a pid: decimal digits only, positive, at most `max`
-/// (< 32) bytes. A text equal to this thread's last one is not parsed again.
+/// (< 32) bytes. A text seen before is not parsed again (a `strcmp` with
+/// the remembered text measured faster than parsing digits inline).
 ///
 /// # Safety
 /// As `cstr`.
-#[inline]
-pub unsafe fn pid_arg(h: &Hot, p: *const c_char, max: usize) -> Res<i32> {
+#[inline(always)]
+pub unsafe fn pid_arg(p: *const c_char, max: usize) -> Res<i32> {
     debug_assert!(max < 32);
-    // SAFETY: this thread's own cell, not written during this borrow.
-    let seen = &*h.pid.get();
-    if !p.is_null() && same(p, seen) {
-        return Ok(seen.value as i32);
+    if !p.is_null() {
+        if let Some((_, pid)) = PIDS.find(p) {
+            return Ok(pid as i32);
+        }
     }
-    pid_slow(h, p, max)
+    pid_slow(p, max)
 }
 
 #[cold]
-unsafe fn pid_slow(h: &Hot, p: *const c_char, max: usize) -> Res<i32> {
+unsafe fn pid_slow(p: *const c_char, max: usize) -> Res<i32> {
     let s = cstr(p, max, "processId")?;
     let pid = s
         .parse::<i32>()
@@ -140,16 +264,16 @@ unsafe fn pid_slow(h: &Hot, p: *const c_char, max: usize) -> Res<i32> {
         .ok_or_else(|| {
             Error::InvalidParam(format!("processId {s:?} is not a positive decimal pid"))
         })?;
-    remember(&h.pid, s, pid as u32 as u64);
+    PIDS.remember(s, pid as u32 as u64);
     Ok(pid)
 }
 
-/// A validated `deviceUUID`: either this thread's last one (slot known) or
-/// a new one to resolve with `resolve`.
+/// A validated `deviceUUID`: either one seen before (slot known) or a new
+/// one to resolve with `resolve`.
 pub enum DeviceArg<'a> {
     /// The slot and the UUID, NUL-terminated and NUL-padded.
-    Known(usize, &'a [c_char; 64]),
-    New(&'a Hot, &'a str),
+    Known(usize, &'static [c_char; 64]),
+    New(&'a str),
 }
 
 /// Read `deviceUUID` (as `cstr` with `max` ≤ 63).
@@ -157,26 +281,25 @@ pub enum DeviceArg<'a> {
 /// # Safety
 /// As `cstr`.
 #[inline]
-pub unsafe fn device_arg<'a>(h: &'a Hot, p: *const c_char, max: usize) -> Res<DeviceArg<'a>> {
+pub unsafe fn device_arg<'a>(p: *const c_char, max: usize) -> Res<DeviceArg<'a>> {
     debug_assert!(max < 64);
-    // SAFETY: this thread's own cell; only `resolve` of a `New` argument
-    // writes it, and a `New` holds no borrow of it.
-    let seen = &*h.device.get();
-    if !p.is_null() && same(p, seen) {
-        return Ok(DeviceArg::Known(seen.value as usize, &seen.text));
+    if !p.is_null() {
+        if let Some((text, slot)) = DEVICES.find(p) {
+            return Ok(DeviceArg::Known(slot as usize, text));
+        }
     }
-    cstr(p, max, "deviceUUID").map(|s| DeviceArg::New(h, s))
+    cstr(p, max, "deviceUUID").map(DeviceArg::New)
 }
 
 impl DeviceArg<'_> {
     /// The device slot, resolving (and remembering) a new UUID with `find`.
-    #[inline]
+    #[inline(always)]
     pub fn resolve(&self, find: impl FnOnce(&str) -> Res<usize>) -> Res<usize> {
         match *self {
             DeviceArg::Known(d, _) => Ok(d),
-            DeviceArg::New(h, uuid) => {
+            DeviceArg::New(uuid) => {
                 let d = find(uuid)?;
-                remember(&h.device, uuid, d as u64);
+                DEVICES.remember(uuid, d as u64);
                 Ok(d)
             }
         }
@@ -187,47 +310,66 @@ impl DeviceArg<'_> {
 #[inline]
 pub fn write_device(field: &mut [c_char; 64], arg: &DeviceArg<'_>) {
     match arg {
-        DeviceArg::New(_, uuid) => write_fixed(field, uuid),
+        DeviceArg::New(uuid) => write_fixed(field, uuid),
         DeviceArg::Known(_, text) => *field = **text,
     }
 }
 
-/// This thread's last error message, valid until its next limiter call.
-pub fn last_error_ptr() -> *const c_char {
-    LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ptr())
-        .unwrap_or(c"".as_ptr())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Run an export: catch panics, record failures, map to the Result code.
-pub fn call(name: &str, f: impl FnOnce() -> Res<()>) -> ResultCode {
-    call_hot(name, |_| f())
-}
-
-/// `call` for an export that uses this thread's [`Hot`] state.
-#[inline]
-pub fn call_hot(name: &str, f: impl FnOnce(&Hot) -> Res<()>) -> ResultCode {
-    // `with` cannot fail here: a const thread-local without Drop is never
-    // destroyed.
-    HOT.with(|h| match catch_unwind(AssertUnwindSafe(|| f(h))) {
-        Ok(Ok(())) => {
-            if h.has_error.get() {
-                clear_last_error(h);
-            }
-            ResultCode::Success
-        }
-        Ok(Err(e)) => fail(h, name, e),
-        Err(panic) => fail(h, name, panic_error(panic)),
-    })
-}
-
-#[cold]
-#[inline(never)]
-fn fail(h: &Hot, name: &str, e: Error) -> ResultCode {
-    let message = format!("{name}: {e}");
-    if std::env::var_os("ACCELERATOR_LIMITER_DEBUG").is_some_and(|v| v == "1") {
-        eprintln!("liblimiter: {message}");
+    fn find<const N: usize, const K: usize>(seen: &Seen<N, K>, s: &std::ffi::CStr) -> Option<u64> {
+        // SAFETY: a NUL-terminated string.
+        unsafe { seen.find(s.as_ptr()) }.map(|(_, v)| v)
     }
-    set_last_error(h, &message);
-    e.code()
+
+    #[test]
+    fn remembers_texts_and_finds_them_in_any_order() {
+        let seen: Seen<16, 3> = Seen::new();
+        assert_eq!(find(&seen, c"a"), None);
+        seen.remember("a", 1);
+        seen.remember("bb", 2);
+        assert_eq!(find(&seen, c"a"), Some(1));
+        assert_eq!(find(&seen, c"bb"), Some(2));
+        assert_eq!(find(&seen, c"a"), Some(1));
+        // Prefixes and extensions of a remembered text are other texts.
+        assert_eq!(find(&seen, c"b"), None);
+        assert_eq!(find(&seen, c"bbb"), None);
+        assert_eq!(find(&seen, c""), None);
+    }
+
+    #[test]
+    fn a_full_table_or_an_unfit_text_is_not_remembered() {
+        let seen: Seen<4, 2> = Seen::new();
+        seen.remember("abcd", 9); // needs 5 bytes with its NUL
+        seen.remember("", 9);
+        assert_eq!(find(&seen, c"abcd"), None);
+        seen.remember("x", 1);
+        seen.remember("y", 2);
+        seen.remember("z", 3);
+        assert_eq!(find(&seen, c"x"), Some(1));
+        assert_eq!(find(&seen, c"y"), Some(2));
+        assert_eq!(find(&seen, c"z"), None);
+    }
+
+    #[test]
+    fn threads_remembering_at_once_each_find_their_text() {
+        let seen: &'static Seen<16, 64> = Box::leak(Box::new(Seen::new()));
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let text = format!("device-{t}");
+                    seen.remember(&text, t);
+                    let c = std::ffi::CString::new(text).unwrap();
+                    for _ in 0..1000 {
+                        assert_eq!(find(seen, &c), Some(t));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
 }

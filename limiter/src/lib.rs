@@ -24,7 +24,7 @@ mod boundary;
 
 use accel_common::shm;
 use accel_common::{Res, ResultCode};
-use boundary::{call, call_hot, cstr, device_arg, out, write_device, write_fixed, Hot};
+use boundary::{call, cstr, device_arg, out, write_device, write_fixed};
 use libc::c_char;
 
 /// Longest device UUID / worker id (the `char[64]` fields).
@@ -66,8 +66,8 @@ pub struct WorkerFreezeState {
     pub freezeTimeMs: u64,
 }
 
-unsafe fn process_id(h: &Hot, p: *const c_char) -> Res<i32> {
-    boundary::pid_arg(h, p, MAX_PROCESS_ID)
+unsafe fn process_id(p: *const c_char) -> Res<i32> {
+    boundary::pid_arg(p, MAX_PROCESS_ID)
 }
 
 /// Check one allocation (`bytesDiff` > 0) or free (< 0) of process
@@ -81,9 +81,9 @@ pub unsafe extern "C" fn CheckAndRecordMemoryOps(
     bytesDiff: i64,
     record: *mut MemoryOpRecord,
 ) -> ResultCode {
-    call_hot("CheckAndRecordMemoryOps", |h| {
-        let pid = process_id(h, processId)?;
-        let uuid = device_arg(h, deviceUUID, MAX_ID)?;
+    call("CheckAndRecordMemoryOps", || {
+        let pid = process_id(processId)?;
+        let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
         let d = uuid.resolve(shm::device_slot)?;
         let o = shm::check_memory_on(pid, d, bytesDiff)?;
@@ -104,9 +104,9 @@ pub unsafe extern "C" fn CheckAndRecordComputeOps(
     computeTokens: u64,
     record: *mut ComputeOpRecord,
 ) -> ResultCode {
-    call_hot("CheckAndRecordComputeOps", |h| {
-        let pid = process_id(h, processId)?;
-        let uuid = device_arg(h, deviceUUID, MAX_ID)?;
+    call("CheckAndRecordComputeOps", || {
+        let pid = process_id(processId)?;
+        let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
         let d = uuid.resolve(shm::device_slot)?;
         let o = shm::check_compute_on(pid, d, computeTokens)?;
@@ -198,9 +198,9 @@ pub unsafe extern "C" fn AddWorkerProcess(
     deviceUUID: *const c_char,
     processId: *const c_char,
 ) -> ResultCode {
-    call_hot("AddWorkerProcess", |h| {
+    call("AddWorkerProcess", || {
         let uuid = cstr(deviceUUID, MAX_ID, "deviceUUID")?;
-        let pid = process_id(h, processId)?;
+        let pid = process_id(processId)?;
         shm::add_process(uuid, pid)
     })
 }

@@ -84,7 +84,7 @@ impl Drop for Guard {
 }
 
 /// Act for (slot, device) until the guard drops.
-#[inline]
+#[inline(always)]
 pub(super) fn enter(slot: usize, device: usize) -> Guard {
     if MODE.load(Relaxed) == BIASED {
         let me = map::thread_id();

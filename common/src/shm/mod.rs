@@ -753,18 +753,10 @@ fn apply(l: &Layout, i: usize, d: usize, wd: &WorkerDevice, delta: i64, owner: b
         }
         let used = used_of(u);
         let target = used as i64 + delta;
-        if delta > 0 {
-            let limit = wd.mem_limit.load(Acquire);
-            let cap = if limit == 0 {
-                MAX_BYTES
-            } else {
-                limit.min(MAX_BYTES)
-            };
-            if target as u64 > cap {
-                // Nothing recorded, and `held` keeps its sequence: an
-                // intent left behind is never named by the usage word.
-                return Apply::Blocked { used };
-            }
+        if delta > 0 && target as u64 > cap(wd.mem_limit.load(Acquire)) {
+            // Nothing recorded, and `held` keeps its sequence: an intent
+            // left behind is never named by the usage word.
+            return Apply::Blocked { used };
         }
         if !announced {
             p.intent[d].store(intent, Release);
@@ -902,6 +894,15 @@ fn frozen(l: &Layout, w: usize, auto: &AtomicU64) -> bool {
     (w != 0 && l.workers[w].freeze.load(Acquire) != 0) || auto.load(Acquire) != 0
 }
 
+/// The most a worker with memory limit `limit` (0 = none) may use.
+fn cap(limit: u64) -> u64 {
+    if limit == 0 {
+        MAX_BYTES
+    } else {
+        limit.min(MAX_BYTES)
+    }
+}
+
 fn available(limit: u64, used: u64) -> u64 {
     if limit == 0 {
         u64::MAX
@@ -932,7 +933,68 @@ pub fn check_memory(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {
 }
 
 /// [`check_memory`] on device slot `d` (from [`device_slot`]).
+#[inline]
 pub fn check_memory_on(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
+    match memory_fast(pid, d, delta) {
+        Some(outcome) => Ok(outcome),
+        None => memory_slow(pid, d, delta),
+    }
+}
+
+/// The common case of a memory check, in one pass: the caller's own
+/// registered slot, a device it used before, the worker not frozen, the
+/// usage word naming nothing left to settle, within the limit, and no race
+/// lost. It is `apply`'s owner path with every branch that leaves that case
+/// turned into `None`, which hands the op to [`memory_slow`] (which handles
+/// every case, this one included). Nothing shared is written before the
+/// CAS but the op's `intent`, which the slow path writes again unchanged.
+#[inline(always)]
+fn memory_fast(pid: i32, d: usize, delta: i64) -> Option<MemOutcome> {
+    let l = *MAP.get()?;
+    if d >= MAX_DEVICES || delta.unsigned_abs() > MAX_BYTES {
+        return None;
+    }
+    let cached = OWN_SLOT.load(Relaxed);
+    if cached >> 32 != pid as u32 as u64 {
+        return None;
+    }
+    let i = (cached as u32 as usize).wrapping_sub(1);
+    let p = l.procs.get(i)?;
+    if p.state.load(Acquire) != proc_word(pid, PROC_LIVE) {
+        return None;
+    }
+    let w = p.worker.load(Relaxed) as usize;
+    let wd = l.wd.get(w)?.get(d)?;
+    if p.devmask.load(Relaxed) & 1 << d == 0 || frozen(l, w, &wd.mem_frozen) {
+        return None;
+    }
+    let _owner = local::enter(i, d);
+    let h = p.held[d].load(Acquire);
+    let (bytes, seq) = (low48(h), (seq16(h) + 1) & 0xffff);
+    let after = bytes as i64 + delta;
+    let u = wd.usage.load(Acquire);
+    if after < 0 || (named(u) && tag_slot(u) != i && wd.settled.load(Acquire) != u) {
+        return None;
+    }
+    let target = used_of(u) as i64 + delta;
+    let limit = wd.mem_limit.load(Acquire);
+    if target < 0 || (delta > 0 && target as u64 > cap(limit)) {
+        return None;
+    }
+    p.intent[d].store(pack48(delta as u64, seq), Release);
+    let new = named_word(target as u64, i, seq);
+    wd.usage.compare_exchange(u, new, AcqRel, Relaxed).ok()?;
+    p.held[d].store(pack48(after as u64, seq), Release);
+    wd.settled.store(new, Release);
+    Some(MemOutcome {
+        should_block: false,
+        available_bytes: available(limit, target as u64),
+    })
+}
+
+/// Every case of a memory check (see [`memory_fast`]).
+#[inline(never)]
+fn memory_slow(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
     if delta.unsigned_abs() > MAX_BYTES {
         return Err(too_large(delta));
     }
