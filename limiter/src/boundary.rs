@@ -13,8 +13,8 @@
 //!   the device lookup.
 //!
 //! A successful call touches no thread-local: in a dlopen'ed library each
-//! thread-local access is a `__tls_get_addr` call, which cost about as much
-//! as the whole shared-memory update. The last-error slot is thread-local,
+//! thread-local access is a `__tls_get_addr` call (~5 ns of a ~27 ns call
+//! in a C model of the hot path). The last-error slot is thread-local,
 //! but a success only visits it when some thread of the process has an
 //! error message standing (`STANDING`).
 
