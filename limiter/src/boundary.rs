@@ -204,9 +204,7 @@ impl<const N: usize, const K: usize> Seen<N, K> {
             return;
         };
         let mut text = [0 as c_char; N];
-        for (dst, &b) in text.iter_mut().zip(s.as_bytes()) {
-            *dst = b as c_char;
-        }
+        write_fixed(&mut text, s);
         // SAFETY: this thread claimed the entry; nobody reads its text
         // before the READY store below.
         unsafe { *e.text.get() = text };

@@ -587,16 +587,23 @@ fn worker_of(l: &Layout, pid: i32) -> Res<usize> {
 /// no longer `LIVE(pid)` and falls to the slow path.
 #[inline]
 fn proc_slot(l: &Layout, pid: i32) -> Res<usize> {
-    let cached = OWN_SLOT.load(Relaxed);
-    if cached >> 32 == pid as u32 as u64 {
-        let i = (cached & 0xffff_ffff) as usize;
-        if let Some(p) = l.procs.get(i.wrapping_sub(1)) {
-            if p.state.load(Acquire) == proc_word(pid, PROC_LIVE) {
-                return Ok(i - 1);
-            }
-        }
+    match own_slot(l, pid) {
+        Some(i) => Ok(i),
+        None => register(l, pid),
     }
-    register(l, pid)
+}
+
+/// The remembered slot of the calling process if `pid` is its pid and the
+/// slot is still `LIVE(pid)`.
+#[inline(always)]
+fn own_slot(l: &Layout, pid: i32) -> Option<usize> {
+    let cached = OWN_SLOT.load(Relaxed);
+    if cached >> 32 != pid as u32 as u64 {
+        return None;
+    }
+    let i = (cached as u32 as usize).wrapping_sub(1);
+    let p = l.procs.get(i)?;
+    (p.state.load(Acquire) == proc_word(pid, PROC_LIVE)).then_some(i)
 }
 
 #[cold]
@@ -954,15 +961,8 @@ fn memory_fast(pid: i32, d: usize, delta: i64) -> Option<MemOutcome> {
     if d >= MAX_DEVICES || delta.unsigned_abs() > MAX_BYTES {
         return None;
     }
-    let cached = OWN_SLOT.load(Relaxed);
-    if cached >> 32 != pid as u32 as u64 {
-        return None;
-    }
-    let i = (cached as u32 as usize).wrapping_sub(1);
-    let p = l.procs.get(i)?;
-    if p.state.load(Acquire) != proc_word(pid, PROC_LIVE) {
-        return None;
-    }
+    let i = own_slot(l, pid)?;
+    let p = &l.procs[i];
     let w = p.worker.load(Relaxed) as usize;
     let wd = l.wd.get(w)?.get(d)?;
     if p.devmask.load(Relaxed) & 1 << d == 0 || frozen(l, w, &wd.mem_frozen) {
