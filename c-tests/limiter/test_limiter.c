@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -192,6 +193,83 @@ static void test_bad_inputs(void) {
   EXPECT_RC(L.usage("w-func", D0, &u, NULL), RESULT_ERROR_INVALID_PARAM);
   EXPECT_RC(L.usage("no-such-worker", D0, &u, &lim), RESULT_ERROR_NOT_FOUND);
   EXPECT_RC(L.mem(me, D0, INT64_MIN, &m), RESULT_ERROR_INVALID_PARAM);
+}
+
+/* Where a processId or deviceUUID text may lie: ending at the last byte of
+ * a page whose successor is unmapped, or in a heap block of exactly its
+ * size (what valgrind checks). The limiter compares texts it has seen
+ * before a word at a time; none of this may read past a caller's NUL. */
+enum { EDGE_NAMES = 8 };
+static char *edge_page; /* two pages, the second PROT_NONE */
+static long page_size;
+
+enum placement { AT_PAGE_END, ON_HEAP };
+
+static char *place(enum placement where, const char *text, char **heap) {
+  size_t n = strlen(text) + 1;
+  if (where == ON_HEAP) {
+    *heap = malloc(n);
+    return memcpy(*heap, text, n);
+  }
+  *heap = NULL;
+  return memcpy(edge_page + page_size - n, text, n);
+}
+
+static void test_text_edges(void) {
+  page_size = sysconf(_SC_PAGESIZE);
+  edge_page = mmap(NULL, 2 * (size_t)page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(edge_page != MAP_FAILED && mprotect(edge_page + page_size, (size_t)page_size, PROT_NONE) == 0,
+        "two pages, the second unmapped");
+  if (edge_page == MAP_FAILED)
+    return;
+  /* Eight device names of 24..31 bytes: at a page end, all eight alignments. */
+  char names[EDGE_NAMES][40];
+  MemoryOpRecord r;
+  for (int i = 0; i < EDGE_NAMES; i++) {
+    snprintf(names[i], sizeof names[i], "edge-%.*s", 19 + i, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+    EXPECT_RC(L.mem(me, names[i], 0, &r), RESULT_SUCCESS); /* seen from here on */
+  }
+  char text[64];
+  for (int w = AT_PAGE_END; w <= ON_HEAP; w++) {
+    const char *where = w == AT_PAGE_END ? "at a page end" : "on the heap";
+    for (int i = 0; i < EDGE_NAMES; i++) {
+      char *h;
+      const char *d = place((enum placement)w, names[i], &h);
+      int rc = L.mem(me, d, 0, &r);
+      CHECK(rc == RESULT_SUCCESS && strcmp(r.deviceUUID, names[i]) == 0, "%s %s: %d %s", where, names[i],
+            rc, L.lastError());
+      free(h);
+      size_t n = strlen(names[i]);
+      for (size_t k = 0; k <= n; k++) {
+        /* Shorter than a name seen before, differing in its last byte. */
+        snprintf(text, sizeof text, "%.*s\xff", (int)k, names[i]);
+        d = place((enum placement)w, text, &h);
+        EXPECT_RC(L.mem(me, d, 0, &r), RESULT_ERROR_INVALID_PARAM);
+        free(h);
+      }
+      snprintf(text, sizeof text, "%s\xff", names[i]); /* longer */
+      d = place((enum placement)w, text, &h);
+      EXPECT_RC(L.mem(me, d, 0, &r), RESULT_ERROR_INVALID_PARAM);
+      free(h);
+    }
+    /* processId: every prefix of this process's (seen) pid, and one
+     * longer, with a deviceUUID that fails after it ("" is invalid). */
+    size_t n = strlen(me);
+    for (size_t k = 0; k <= n + 1; k++) {
+      snprintf(text, sizeof text, "%.*s%s", (int)k, me, k > n ? "7" : "");
+      char *h;
+      const char *p = place((enum placement)w, text, &h);
+      int rc = L.mem(p, "", 0, &r);
+      CHECK(rc == RESULT_ERROR_INVALID_PARAM && strstr(L.lastError(), k == 0 ? "processId" : "deviceUUID"),
+            "%s: processId \"%s\": %d %s", where, text, rc, L.lastError());
+      free(h);
+    }
+    char *h;
+    const char *p = place((enum placement)w, me, &h);
+    CHECK(L.mem(p, D0, 0, &r) == RESULT_SUCCESS, "%s: this process's pid: %s", where, L.lastError());
+    free(h);
+  }
+  munmap(edge_page, 2 * (size_t)page_size);
 }
 
 static uint64_t used_of(const char *worker, const char *dev) {
@@ -512,6 +590,7 @@ int main(int argc, char **argv) {
   setenv("ACCELERATOR_WORKER_ID", "w-func", 1);
   test_bad_inputs();
   test_last_error();
+  test_text_edges();
   test_memory();
   test_threads();
   test_race();

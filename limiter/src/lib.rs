@@ -66,6 +66,7 @@ pub struct WorkerFreezeState {
     pub freezeTimeMs: u64,
 }
 
+#[inline(always)]
 unsafe fn process_id(p: *const c_char) -> Res<i32> {
     boundary::pid_arg(p, MAX_PROCESS_ID)
 }

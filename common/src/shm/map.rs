@@ -94,9 +94,37 @@ pub(super) fn membarrier_all_threads() {
     }
 }
 
-/// This thread's id (`pthread_self`): never 0, unique among live threads.
-#[inline]
+/// This thread's id: never 0, unique among live threads. On x86-64 and
+/// AArch64 it is the thread pointer, which the ELF TLS ABI has every thread
+/// carry (x86-64: the first word of the TCB `%fs` points to is the TCB's
+/// own address; AArch64: `tpidr_el0`); reading it is one instruction,
+/// where `pthread_self` from a shared library is a call through the PLT
+/// (3.6 % of a memory check's cycles under perf).
+#[inline(always)]
 pub(super) fn thread_id() -> u64 {
-    // SAFETY: pthread_self has no preconditions and cannot fail.
-    unsafe { libc::pthread_self() as u64 }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let tp: u64;
+        // SAFETY: reads the word at %fs:0, which every thread's TCB has.
+        unsafe {
+            std::arch::asm!("mov {}, qword ptr fs:0", out(reg) tp,
+                options(nostack, readonly, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let tp: u64;
+        // SAFETY: reads a register that every thread has.
+        unsafe {
+            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp,
+                options(nostack, nomem, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // SAFETY: pthread_self has no preconditions and cannot fail.
+        unsafe { libc::pthread_self() as u64 }
+    }
 }
