@@ -4,9 +4,9 @@
 //! Why: a clock_gettime costs about as much as the rest of a compute
 //! check (about 30 ns on the 2-core VMs this was measured on). A reading t'
 //! older than the true time t is only used where it cannot matter much (see
-//! `check_compute_on`): to grant a request that finds the bucket's TAT at or
-//! past t', charging it from TAT. If TAT ≥ t that is exactly what the true
-//! time gives; if t' ≤ TAT < t (the bucket refilled since t'), the grant is
+//! `compute_fast` and `compute_slow`): to grant a request that finds the
+//! bucket's TAT at or past t', charging it from TAT. If TAT ≥ t that is
+//! exactly what the true time gives; if t' ≤ TAT < t (the bucket refilled since t'), the grant is
 //! charged up to t − TAT early. A refill (TAT < t') and a refusal always
 //! take a fresh reading, so the worker's long-run rate is exact and a burst
 //! can exceed B by at most the age of a reading (the time spanned by 16 of

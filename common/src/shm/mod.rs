@@ -1076,29 +1076,100 @@ pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
 }
 
 /// [`check_compute`] on device slot `d` (from [`device_slot`]).
+#[inline]
 pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
+    match compute_fast(pid, d, tokens) {
+        Some(outcome) => Ok(outcome),
+        None => compute_slow(pid, d, tokens),
+    }
+}
+
+/// The token-bucket window in the TAT's unit (1/16 ns).
+const WINDOW: u64 = BURST_NS * 16;
+
+/// The cost of `tokens` at `percent` (1..=100) in 1/16 ns: `tokens × 1600 /
+/// percent`, rounded up; `None` when it does not fit in a u64 (such a
+/// request is larger than any burst).
+#[inline(always)]
+fn token_cost(tokens: u64, percent: u64) -> Option<u64> {
+    Some(tokens.checked_mul(1600)?.div_ceil(percent))
+}
+
+/// Tokens left in a bucket with theoretical arrival time `tat` at `now`.
+#[inline(always)]
+fn tokens_left(tat: u64, now: u64, percent: u64) -> u64 {
+    // percent ≤ 100 and the window is 1.6e9, so the product fits in a u64
+    // (no 128-bit division on the hot path).
+    WINDOW.saturating_sub(tat.saturating_sub(now)) * percent / 1600
+}
+
+/// The common case of a compute check, in one pass: the caller's own
+/// registered slot, a device it used before, the worker not frozen, and
+/// either no limit or a grant decided on this process's last TAT and the
+/// shared clock reading (see `clock.rs`), won at the first CAS. Anything
+/// else (a refill, a refusal, a wrong guess, a lost race) is `None`, and
+/// [`compute_slow`], which handles every case, decides.
+#[inline(always)]
+fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOutcome> {
+    let l = *MAP.get()?;
+    let i = own_slot(l, pid)?;
+    let p = &l.procs[i];
+    let w = p.worker.load(Relaxed) as usize;
+    let wd = l.wd.get(w)?.get(d)?;
+    if p.devmask.load(Relaxed) & 1 << d == 0 || frozen(l, w, &wd.bucket.frozen) {
+        return None;
+    }
+    let percent = wd.bucket.limit.load(Acquire).min(100);
+    let _owner = local::enter(i, d);
+    let count = &p.tokens[d];
+    if percent != 0 {
+        let cost = token_cost(tokens, percent)?;
+        let (now, fresh) = clock::now();
+        let tat = LAST_TAT[d].load(Relaxed);
+        // A grant on a cached reading only for a bucket in debt (clock.rs).
+        if tat < now && !fresh {
+            return None;
+        }
+        let next = tat.max(now).checked_add(cost)?;
+        if next > now.saturating_add(WINDOW) {
+            return None;
+        }
+        wd.bucket
+            .tat
+            .compare_exchange(tat, next, AcqRel, Relaxed)
+            .ok()?;
+        LAST_TAT[d].store(next, Relaxed);
+        count.store(count.load(Relaxed).wrapping_add(tokens), Relaxed);
+        return Some(ComputeOutcome {
+            should_block: false,
+            available_tokens: tokens_left(next, now, percent),
+        });
+    }
+    count.store(count.load(Relaxed).wrapping_add(tokens), Relaxed);
+    Some(ComputeOutcome {
+        should_block: false,
+        available_tokens: u64::MAX,
+    })
+}
+
+/// Every case of a compute check (see [`compute_fast`]).
+#[inline(never)]
+fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
     let l = shared()?;
     let d = checked_device(d)?;
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
-    let w = p.worker.load(Relaxed) as usize;
+    let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
     let wd = &l.wd[w][d];
-    let percent = wd.bucket.limit.load(Acquire);
+    // ≤ 100 (set_compute_limit); `min` keeps it so for any word a foreign
+    // writer left.
+    let percent = wd.bucket.limit.load(Acquire).min(100);
     mark_device(p, d);
-    let window = BURST_NS * 16;
-    // percent ≤ 100 (set_compute_limit) and the window is 1.6e9, so the
-    // product fits in u64 (no 128-bit division on the hot path); `min`
-    // keeps it so for any word a foreign writer left.
-    let percent = percent.min(100);
-    let avail = |tat: u64, now: u64| {
-        let ahead = tat.saturating_sub(now);
-        window.saturating_sub(ahead) * percent / 1600
-    };
     if frozen(l, w, &wd.bucket.frozen) {
         let a = if percent == 0 {
             u64::MAX
         } else {
-            avail(wd.bucket.tat.load(Acquire), clock::fresh())
+            tokens_left(wd.bucket.tat.load(Acquire), clock::fresh(), percent)
         };
         return Ok(ComputeOutcome {
             should_block: true,
@@ -1115,8 +1186,8 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
             available_tokens: u64::MAX,
         });
     }
-    let cost = match tokens.checked_mul(1600) {
-        Some(t) => t.div_ceil(percent) as u128,
+    let cost = match token_cost(tokens, percent) {
+        Some(c) => c as u128,
         None => (tokens as u128 * 1600).div_ceil(percent as u128),
     };
     let (mut now, mut fresh) = clock::now();
@@ -1132,7 +1203,7 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
         // debt against it; a refill or a refusal takes a fresh one, and
         // is never decided on a guessed TAT.
         let next = tat.max(now) as u128 + cost;
-        let refused = next > (now + window) as u128;
+        let refused = next > (now + WINDOW) as u128;
         if (refused || (!fresh && tat < now)) && !(known && fresh) {
             if known {
                 (now, fresh) = (clock::fresh(), true);
@@ -1144,7 +1215,7 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
         if refused {
             return Ok(ComputeOutcome {
                 should_block: true,
-                available_tokens: avail(tat, now),
+                available_tokens: tokens_left(tat, now, percent),
             });
         }
         let next = next as u64;
@@ -1154,7 +1225,7 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
                 count(&p.tokens[d]);
                 return Ok(ComputeOutcome {
                     should_block: false,
-                    available_tokens: avail(next, now),
+                    available_tokens: tokens_left(next, now, percent),
                 });
             }
             // A guess that was wrong is no contention; losing a race is.
