@@ -333,7 +333,7 @@ static DEVICES: Seen<64, 64> = Seen::new();
 static PIDS: Seen<32, 8> = Seen::new();
 
 /// `processId` as a pid: decimal digits only, positive, at most `max`
-/// (< 32) bytes. A text seen before is not parsed again (a `strcmp` with
+/// (< 32) bytes. A text seen before is not parsed again (comparing it with
 /// the remembered text measured faster than parsing digits inline).
 ///
 /// # Safety
