@@ -152,6 +152,7 @@ impl<const N: usize> Text<N> {
     }
 
     /// The 8 bytes of `padded` from `i` (≤ PAD + 64) as a little-endian word.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[inline(always)]
     fn word(&self, i: usize) -> u64 {
         let mut w = [0; 8];

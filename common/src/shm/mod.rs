@@ -1121,35 +1121,42 @@ fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOutcome> {
     }
     let percent = wd.bucket.limit.load(Acquire).min(100);
     let _owner = local::enter(i, d);
-    let count = &p.tokens[d];
-    if percent != 0 {
-        let cost = token_cost(tokens, percent)?;
-        let (now, fresh) = clock::now();
-        let tat = LAST_TAT[d].load(Relaxed);
-        // A grant on a cached reading only for a bucket in debt (clock.rs).
-        if tat < now && !fresh {
-            return None;
-        }
-        let next = tat.max(now).checked_add(cost)?;
-        if next > now.saturating_add(WINDOW) {
-            return None;
-        }
-        wd.bucket
-            .tat
-            .compare_exchange(tat, next, AcqRel, Relaxed)
-            .ok()?;
-        LAST_TAT[d].store(next, Relaxed);
-        count.store(count.load(Relaxed).wrapping_add(tokens), Relaxed);
+    if percent == 0 {
+        count_tokens(p, d, tokens);
         return Some(ComputeOutcome {
             should_block: false,
-            available_tokens: tokens_left(next, now, percent),
+            available_tokens: u64::MAX,
         });
     }
-    count.store(count.load(Relaxed).wrapping_add(tokens), Relaxed);
+    let cost = token_cost(tokens, percent)?;
+    let (now, fresh) = clock::now();
+    let tat = LAST_TAT[d].load(Relaxed);
+    // A grant on a cached reading only for a bucket in debt (clock.rs).
+    if tat < now && !fresh {
+        return None;
+    }
+    let next = tat.max(now).checked_add(cost)?;
+    if next > now.saturating_add(WINDOW) {
+        return None;
+    }
+    wd.bucket
+        .tat
+        .compare_exchange(tat, next, AcqRel, Relaxed)
+        .ok()?;
+    LAST_TAT[d].store(next, Relaxed);
+    count_tokens(p, d, tokens);
     Some(ComputeOutcome {
         should_block: false,
-        available_tokens: u64::MAX,
+        available_tokens: tokens_left(next, now, percent),
     })
+}
+
+/// Add granted tokens to the process's counter on device `d`. Only the
+/// process's acting thread (`local::enter`) writes it: no locked add.
+#[inline(always)]
+fn count_tokens(p: &Proc, d: usize, tokens: u64) {
+    let t = &p.tokens[d];
+    t.store(t.load(Relaxed).wrapping_add(tokens), Relaxed);
 }
 
 /// Every case of a compute check (see [`compute_fast`]).
@@ -1177,10 +1184,8 @@ fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
         });
     }
     let _owner = local::enter(i, d);
-    // Only this process's acting thread writes its counter.
-    let count = |t: &AtomicU64| t.store(t.load(Relaxed).wrapping_add(tokens), Relaxed);
     if percent == 0 {
-        count(&p.tokens[d]);
+        count_tokens(p, d, tokens);
         return Ok(ComputeOutcome {
             should_block: false,
             available_tokens: u64::MAX,
@@ -1222,7 +1227,7 @@ fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
         match wd.bucket.tat.compare_exchange(tat, next, AcqRel, Acquire) {
             Ok(_) => {
                 LAST_TAT[d].store(next, Relaxed);
-                count(&p.tokens[d]);
+                count_tokens(p, d, tokens);
                 return Ok(ComputeOutcome {
                     should_block: false,
                     available_tokens: tokens_left(next, now, percent),
