@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,7 +25,7 @@
 
 #define DEV "stub-device-0"
 #define SCRATCH_OFFSET 4096 /* common/src/shm/mod.rs */
-enum { BATCH = 32, SAMPLES = 20000 };
+enum { BATCH = 32, SAMPLES = 20000, ROUND = 1000 };
 
 struct scratch {
   _Atomic uint64_t counter;
@@ -71,16 +72,23 @@ static void op(enum kind k, unsigned i) {
   }
 }
 
-/* Per-op times of SAMPLES batches, written to out[]. */
-static void run(enum kind k, double *out) {
-  for (unsigned i = 0; i < 2000; i++) /* warm up */
-    op(k, i);
-  for (int s = 0; s < SAMPLES; s++) {
-    uint64_t t0 = now_ns();
-    for (unsigned i = 0; i < BATCH; i++)
-      op(k, i);
-    out[s] = (double)(now_ns() - t0) / BATCH;
-  }
+/* Per-op times of SAMPLES batches of each of the `nk` kinds, written to
+ * out[j * SAMPLES + s]. The kinds take turns, ROUND batches at a time, so
+ * a change in the machine's speed (it is shared) falls on all of them
+ * alike and the ratios between them hold still; a turn is long enough for
+ * each kind to run warm (turns of one batch slowed every kind). */
+static void run(const enum kind *k, int nk, double *out) {
+  for (int s0 = 0; s0 < SAMPLES; s0 += ROUND)
+    for (int j = 0; j < nk; j++) {
+      for (unsigned i = 0; i < 2000; i++) /* warm up */
+        op(k[j], i);
+      for (int s = s0; s < s0 + ROUND; s++) {
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < BATCH; i++)
+          op(k[j], i);
+        out[(size_t)j * SAMPLES + (size_t)s] = (double)(now_ns() - t0) / BATCH;
+      }
+    }
 }
 
 static void stats(double *v, int n, double *med, double *p99) {
@@ -89,10 +97,11 @@ static void stats(double *v, int n, double *med, double *p99) {
   *p99 = v[(int)(n * 0.99)];
 }
 
-/* Run `k` in `procs` processes at once (released together), pooling samples. */
-static void measure(enum kind k, int procs, double *med, double *p99) {
-  double *all = mmap(NULL, sizeof(double) * SAMPLES * procs, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+/* Run the `nk` kinds `k` (taking turns, see run) in `procs` processes at
+ * once (released together); med[j], p99[j] pool kind j's samples. */
+static void measure(const enum kind *k, int nk, int procs, double *med, double *p99) {
+  size_t per = (size_t)nk * SAMPLES, size = sizeof(double) * per * (size_t)procs;
+  double *all = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   _Atomic int *go = mmap(NULL, sizeof(int) * 2, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   atomic_store(&go[0], 0);
   atomic_store(&go[1], 0);
@@ -101,11 +110,12 @@ static void measure(enum kind k, int procs, double *med, double *p99) {
     kids[p] = fork();
     if (kids[p] == 0) {
       snprintf(self, sizeof self, "%d", (int)getpid());
-      op(k, 0), op(k, 1); /* register before the start line */
+      for (int j = 0; j < nk; j++)
+        op(k[j], 0), op(k[j], 1); /* register before the start line */
       atomic_fetch_add(&go[1], 1);
       while (!atomic_load(&go[0])) {
       }
-      run(k, all + (size_t)p * SAMPLES);
+      run(k, nk, all + (size_t)p * per);
       _exit(0);
     }
   }
@@ -114,8 +124,15 @@ static void measure(enum kind k, int procs, double *med, double *p99) {
   atomic_store(&go[0], 1);
   for (int p = 0; p < procs; p++)
     waitpid(kids[p], NULL, 0);
-  stats(all, SAMPLES * procs, med, p99);
-  munmap(all, sizeof(double) * SAMPLES * procs);
+  double *pooled = malloc(sizeof(double) * SAMPLES * (size_t)procs);
+  for (int j = 0; j < nk; j++) {
+    for (int p = 0; p < procs; p++)
+      memcpy(pooled + (size_t)p * SAMPLES, all + (size_t)p * per + (size_t)j * SAMPLES,
+             sizeof(double) * SAMPLES);
+    stats(pooled, SAMPLES * procs, &med[j], &p99[j]);
+  }
+  free(pooled);
+  munmap(all, size);
   munmap((void *)go, sizeof(int) * 2);
 }
 
@@ -152,10 +169,15 @@ int main(int argc, char **argv) {
 
   static const char *names[] = {"floor: atomic fetch-add", "lock: pshared mutex + update",
                                 "CheckAndRecordMemoryOps", "CheckAndRecordComputeOps"};
-  double med[4][2], p99[4][2];
-  for (int k = 0; k < 4; k++)
-    for (int p = 0; p < 2; p++)
-      measure((enum kind)k, p + 1, &med[k][p], &p99[k][p]);
+  /* One process: the four kinds take turns (their ratios are the targets).
+   * Two processes: one kind at a time, so both contend on the same words. */
+  static const enum kind kinds[4] = {FLOOR, LOCK, MEM, COMPUTE};
+  double med[4][2], p99[4][2], m1[4], q1[4];
+  measure(kinds, 4, 1, m1, q1);
+  for (int k = 0; k < 4; k++) {
+    med[k][0] = m1[k], p99[k][0] = q1[k];
+    measure(&kinds[k], 1, 2, &med[k][1], &p99[k][1]);
+  }
   printf("| operation (ns/op, batches of %d) | 1 process median | 1 process p99 | 2 processes "
          "median | 2 processes p99 |\n|---|---|---|---|---|\n",
          BATCH);
@@ -174,8 +196,13 @@ int main(int argc, char **argv) {
   int registered = 1;
   pid_t idle[1024];
   int nidle = 0;
-  printf("\n| registered processes | CheckAndRecordMemoryOps median | p99 |\n|---|---|---|\n");
-  double base = 0;
+  /* Each row measures the floor alongside (taking turns), so the ratio to
+   * it, not the raw time, is what the rows compare: the machine's speed
+   * may change between rows. */
+  printf("\n| registered processes | CheckAndRecordMemoryOps median | p99 | floor median | ÷ floor "
+         "|\n|---|---|---|---|---|\n");
+  static const enum kind mem_floor[2] = {MEM, FLOOR};
+  double base = 0, ratio = 0;
   for (int target = 1; target <= 1024; target *= 4) {
     while (registered < target) {
       pid_t pid = fork();
@@ -193,18 +220,20 @@ int main(int argc, char **argv) {
       registered++;
     }
     usleep(200000); /* let the idle ones register */
-    double m, q;
-    measure(MEM, 1, &m, &q);
+    double m[2], q[2];
+    measure(mem_floor, 2, 1, m, q);
+    ratio = m[0] / m[1];
     if (target == 1)
-      base = m;
-    printf("| %d | %.1f | %.1f |\n", target, m, q);
+      base = ratio;
+    printf("| %d | %.1f | %.1f | %.1f | %.2f |\n", target, m[0], q[0], m[1], ratio);
     if (target == 256)
       target = 1024 / 4; /* next: 1,024 */
   }
   close(gate[1]);
   for (int i = 0; i < nidle; i++)
     waitpid(idle[i], NULL, 0);
-  printf("\n(flatness: the 1,024-process median is measured against %.1f ns at 1 process)\n", base);
+  printf("\nflatness: 1,024 processes vs 1, in multiples of the floor: %.2f / %.2f = %.2fx\n", ratio,
+         base, ratio / base);
   munmap(map, 8192);
   close(fd);
   limiter_unload();

@@ -95,9 +95,20 @@ pub fn fixed_from<const N: usize>(s: &str) -> [c_char; N] {
 ///
 /// # Safety
 /// `p` is NULL or valid for reads and writes of a `T`.
+#[inline(always)]
 pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| Error::InvalidParam(format!("{what} is NULL")))
+    match p.as_mut() {
+        Some(v) => Ok(v),
+        None => Err(null_arg(what)),
+    }
+}
+
+/// Kept out of line: building the message would otherwise cost the
+/// success path of every hot call (the name stored for the closure).
+#[cold]
+#[inline(never)]
+fn null_arg(what: &str) -> Error {
+    Error::InvalidParam(format!("{what} is NULL"))
 }
 
 #[cfg(test)]

@@ -67,19 +67,14 @@ pub(super) fn init() {
     });
 }
 
-/// Proof that this thread may act for (slot, device) until dropped.
-pub(super) enum Guard {
-    Biased,
-    Locked(&'static AtomicBool),
-}
+/// Proof that this thread may act for (slot, device) until dropped: the
+/// flag it raised, `BUSY` (biased) or a stripe's lock (locked).
+pub(super) struct Guard(&'static AtomicBool);
 
 impl Drop for Guard {
     #[inline]
     fn drop(&mut self) {
-        match self {
-            Guard::Biased => BUSY.store(false, Release),
-            Guard::Locked(l) => l.store(false, Release),
-        }
+        self.0.store(false, Release);
     }
 }
 
@@ -94,7 +89,7 @@ pub(super) fn enter(slot: usize, device: usize) -> Guard {
             // The revoker's membarrier stands in for a hardware fence here.
             compiler_fence(SeqCst);
             if MODE.load(Acquire) == BIASED {
-                return Guard::Biased;
+                return Guard(&BUSY);
             }
             BUSY.store(false, Release);
         }
@@ -135,7 +130,7 @@ fn lock(slot: usize, device: usize) -> Guard {
             std::thread::yield_now();
         }
     }
-    Guard::Locked(l)
+    Guard(l)
 }
 
 fn revoke() {

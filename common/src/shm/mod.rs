@@ -110,7 +110,7 @@
 //! tokens are `(t + 100 ms − max(TAT, t)) × p / 1600`. A request larger than
 //! B is never granted. Without a compute limit every request is granted and
 //! `UINT64_MAX` tokens are reported. The time t comes from `clock.rs`: one
-//! reading serves up to 16 checks of a process, never for a refill or a
+//! reading serves up to 64 checks of a process, never for a refill or a
 //! refusal, which bounds what that saves (there) by the age of the reading.
 //!
 //! # Freeze
