@@ -72,6 +72,18 @@ static void op(enum kind k, unsigned i) {
   }
 }
 
+/* All `procs` processes of a measurement meet here before each turn (see
+ * run), so that with 2 processes both run the same kind at once. */
+static _Atomic int *arrived;
+static int procs_now;
+
+static void barrier(void) {
+  int n = atomic_fetch_add(arrived, 1) + 1;
+  int goal = (n + procs_now - 1) / procs_now * procs_now;
+  while (atomic_load(arrived) < goal) {
+  }
+}
+
 /* Per-op times of SAMPLES batches of each of the `nk` kinds, written to
  * out[j * SAMPLES + s]. The kinds take turns, ROUND batches at a time, so
  * a change in the machine's speed (it is shared) falls on all of them
@@ -80,6 +92,7 @@ static void op(enum kind k, unsigned i) {
 static void run(const enum kind *k, int nk, double *out) {
   for (int s0 = 0; s0 < SAMPLES; s0 += ROUND)
     for (int j = 0; j < nk; j++) {
+      barrier();
       for (unsigned i = 0; i < 2000; i++) /* warm up */
         op(k[j], i);
       for (int s = s0; s < s0 + ROUND; s++) {
@@ -102,9 +115,12 @@ static void stats(double *v, int n, double *med, double *p99) {
 static void measure(const enum kind *k, int nk, int procs, double *med, double *p99) {
   size_t per = (size_t)nk * SAMPLES, size = sizeof(double) * per * (size_t)procs;
   double *all = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  _Atomic int *go = mmap(NULL, sizeof(int) * 2, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  _Atomic int *go = mmap(NULL, sizeof(int) * 3, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   atomic_store(&go[0], 0);
   atomic_store(&go[1], 0);
+  atomic_store(&go[2], 0);
+  arrived = &go[2];
+  procs_now = procs;
   pid_t kids[8];
   for (int p = 0; p < procs; p++) {
     kids[p] = fork();
@@ -133,7 +149,7 @@ static void measure(const enum kind *k, int nk, int procs, double *med, double *
   }
   free(pooled);
   munmap(all, size);
-  munmap((void *)go, sizeof(int) * 2);
+  munmap((void *)go, sizeof(int) * 3);
 }
 
 int main(int argc, char **argv) {
@@ -169,15 +185,16 @@ int main(int argc, char **argv) {
 
   static const char *names[] = {"floor: atomic fetch-add", "lock: pshared mutex + update",
                                 "CheckAndRecordMemoryOps", "CheckAndRecordComputeOps"};
-  /* One process: the four kinds take turns (their ratios are the targets).
-   * Two processes: one kind at a time, so both contend on the same words. */
+  /* The four kinds take turns (their ratios are the targets): in one
+   * process, then in two at once (meeting before each turn, so both
+   * contend on the same words). */
   static const enum kind kinds[4] = {FLOOR, LOCK, MEM, COMPUTE};
-  double med[4][2], p99[4][2], m1[4], q1[4];
-  measure(kinds, 4, 1, m1, q1);
-  for (int k = 0; k < 4; k++) {
-    med[k][0] = m1[k], p99[k][0] = q1[k];
-    measure(&kinds[k], 1, 2, &med[k][1], &p99[k][1]);
-  }
+  double med[4][2], p99[4][2], m[2][4], q[2][4];
+  for (int p = 0; p < 2; p++)
+    measure(kinds, 4, p + 1, m[p], q[p]);
+  for (int k = 0; k < 4; k++)
+    for (int p = 0; p < 2; p++)
+      med[k][p] = m[p][k], p99[k][p] = q[p][k];
   printf("| operation (ns/op, batches of %d) | 1 process median | 1 process p99 | 2 processes "
          "median | 2 processes p99 |\n|---|---|---|---|---|\n",
          BATCH);
@@ -220,12 +237,12 @@ int main(int argc, char **argv) {
       registered++;
     }
     usleep(200000); /* let the idle ones register */
-    double m[2], q[2];
-    measure(mem_floor, 2, 1, m, q);
-    ratio = m[0] / m[1];
+    double mf[2], qf[2];
+    measure(mem_floor, 2, 1, mf, qf);
+    ratio = mf[0] / mf[1];
     if (target == 1)
       base = ratio;
-    printf("| %d | %.1f | %.1f | %.1f | %.2f |\n", target, m[0], q[0], m[1], ratio);
+    printf("| %d | %.1f | %.1f | %.1f | %.2f |\n", target, mf[0], qf[0], mf[1], ratio);
     if (target == 256)
       target = 1024 / 4; /* next: 1,024 */
   }

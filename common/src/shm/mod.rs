@@ -1234,10 +1234,13 @@ fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
                 });
             }
             // A guess that was wrong is no contention; losing a race is.
+            // Either way the next try starts from the value the failed CAS
+            // saw: a fresh load would pull the line over shared, and the
+            // CAS fetch it again (2 processes: ~35 → ~28 ns median).
             Err(current) if !known => (tat, known) = (current, true),
-            Err(_) => {
+            Err(current) => {
                 b.wait();
-                tat = wd.bucket.tat.load(Acquire);
+                tat = current;
             }
         }
     }
