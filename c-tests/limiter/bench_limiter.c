@@ -6,9 +6,11 @@
  *           same update (worker usage and process usage counters).
  * Each sample times a batch of BATCH ops with CLOCK_MONOTONIC and divides,
  * so the timer's own cost is amortised; the table gives the median and p99
- * of those per-op times. Rows: single process, then 2 processes at once
- * (both sampled), then the memory op with 1 … 1,024 processes registered.
- * Not a test: it prints numbers, it never fails on them. */
+ * of those per-op times. The kinds take turns (see run), so the ratios are
+ * read from one stretch of time. Rows: single process, then 2 processes at
+ * once (both sampled), then the memory op with 1 … 1,024 processes
+ * registered, against the floor. Not a test: it prints numbers, it never
+ * fails on them. */
 #include "accelerator.h"
 #include "limiter.h"
 #include "limiter_load.h"
@@ -116,6 +118,11 @@ static void measure(const enum kind *k, int nk, int procs, double *med, double *
   size_t per = (size_t)nk * SAMPLES, size = sizeof(double) * per * (size_t)procs;
   double *all = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   _Atomic int *go = mmap(NULL, sizeof(int) * 3, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  double *pooled = malloc(sizeof(double) * SAMPLES * (size_t)procs);
+  if (all == MAP_FAILED || go == MAP_FAILED || !pooled) {
+    perror("bench_limiter: memory for the samples");
+    exit(1);
+  }
   atomic_store(&go[0], 0);
   atomic_store(&go[1], 0);
   atomic_store(&go[2], 0);
@@ -140,7 +147,6 @@ static void measure(const enum kind *k, int nk, int procs, double *med, double *
   atomic_store(&go[0], 1);
   for (int p = 0; p < procs; p++)
     waitpid(kids[p], NULL, 0);
-  double *pooled = malloc(sizeof(double) * SAMPLES * (size_t)procs);
   for (int j = 0; j < nk; j++) {
     for (int p = 0; p < procs; p++)
       memcpy(pooled + (size_t)p * SAMPLES, all + (size_t)p * per + (size_t)j * SAMPLES,
