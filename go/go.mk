@@ -17,10 +17,6 @@ GO_TEST_ENV = CGO_ENABLED=1 GOTOOLCHAIN=local GO="$(GO)" \
   ACCELERATOR_LIB="$(CURDIR)/$(BUILD)/libaccelerator.so" \
   ACCELERATOR_PROBE="$(CURDIR)/$(BUILD)/probe"
 
-# The soname the Go test binaries ask the loader for.
-$(BUILD)/libaccelerator.so.1: $(BUILD)/libaccelerator.so
-	ln -sfn libaccelerator.so $@
-
 $(BUILD)/pkgconfig/accelerator.pc: go/go.mk packaging/accelerator.pc.in Cargo.toml
 	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(CURDIR)/$(BUILD)|' \
@@ -28,7 +24,7 @@ $(BUILD)/pkgconfig/accelerator.pc: go/go.mk packaging/accelerator.pc.in Cargo.to
 	    -e '/^Libs:/s|$$| -Wl,-rpath,$${libdir}|' packaging/accelerator.pc.in > $@
 
 .PHONY: test-go
-test-go: $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator.so.1 $(BUILD)/probe \
+test-go: $(BUILD)/libaccelerator.so $(BUILD)/probe \
          $(BUILD)/pkgconfig/accelerator.pc
 	cd go && $(GO_TEST_ENV) $(GO) vet ./...
 	cd go && $(GO_TEST_ENV) $(GO) test -race -count=1 ./...

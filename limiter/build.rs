@@ -1,4 +1,5 @@
-//! Generates include/limiter.h with cbindgen and sets the soname.
+//! Generates include/limiter.h and include/v2/limiter.h with cbindgen and
+//! sets the soname.
 //!
 //! The header is committed; `make check-headers` (part of `make test`)
 //! fails when the generated copy differs from the committed one.
@@ -19,4 +20,16 @@ fn main() {
         .generate()
         .expect("cbindgen could not generate include/limiter.h");
     header.write_to_file(Path::new(&crate_dir).join("../include/limiter.h"));
+
+    // include/v2/limiter.h: the same functions, returning AccelResult (same
+    // values as Result), beside the v2 accelerator.h it includes.
+    println!("cargo:rerun-if-changed=cbindgen-v2.toml");
+    let config = cbindgen::Config::from_file(Path::new(&crate_dir).join("cbindgen-v2.toml"))
+        .expect("cbindgen-v2.toml");
+    cbindgen::Builder::new()
+        .with_crate(&crate_dir)
+        .with_config(config)
+        .generate()
+        .expect("cbindgen could not generate include/v2/limiter.h")
+        .write_to_file(Path::new(&crate_dir).join("../include/v2/limiter.h"));
 }

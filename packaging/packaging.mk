@@ -22,6 +22,11 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR      ?=
 INSTALL      ?= install
 INSTALL_VENDOR ?= stub
+# Build-tree libraries carry the soname libaccelerator_<vendor>.so (the
+# file's own name, so -l and by-path links load that vendor); installed
+# copies get the versioned soname.
+PATCHELF     ?= patchelf
+SET_SONAME    = $(PATCHELF) --set-soname libaccelerator.so.$(SOVERSION)
 
 HAVE_LIMITER := $(wildcard limiter/limiter.mk)
 PKG_LIBS     := accelerator $(if $(HAVE_LIMITER),limiter)
@@ -35,6 +40,7 @@ install: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	set -e; $(foreach l,$(PKG_LIBS), \
 	  $(INSTALL) -m 0755 $(PKG_SRC_$(l)) $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION); \
+	  $(if $(filter accelerator,$(l)),$(SET_SONAME) $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION);) \
 	  ln -sfn lib$(l).so.$(VERSION) $(DESTDIR)$(LIBDIR)/lib$(l).so.$(SOVERSION); \
 	  ln -sfn lib$(l).so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/lib$(l).so; \
 	  $(INSTALL) -m 0644 include/$(l).h $(DESTDIR)$(INCLUDEDIR)/$(l).h; \
@@ -63,6 +69,7 @@ dist: $(foreach v,$(DIST_VENDORS),$(BUILD)/libaccelerator_$(v).so) \
 	set -e; $(foreach v,$(DIST_VENDORS), \
 	  $(INSTALL) -d $(DIST_STAGE)/lib/$(v); \
 	  $(INSTALL) -m 0755 $(BUILD)/libaccelerator_$(v).so $(DIST_STAGE)/lib/$(v)/libaccelerator.so.$(VERSION); \
+	  $(SET_SONAME) $(DIST_STAGE)/lib/$(v)/libaccelerator.so.$(VERSION); \
 	  ln -sfn libaccelerator.so.$(VERSION) $(DIST_STAGE)/lib/$(v)/libaccelerator.so.$(SOVERSION); \
 	  ln -sfn libaccelerator.so.$(SOVERSION) $(DIST_STAGE)/lib/$(v)/libaccelerator.so;)
 	set -e; $(foreach l,$(PKG_LIBS), \

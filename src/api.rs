@@ -99,3 +99,35 @@ pub fn check_uuids(uuids: &[String]) -> Res<()> {
     }
     Ok(())
 }
+
+/// The worker of the calling process: `ACCELERATOR_WORKER_ID` of its
+/// environment (the v2 limit functions have no worker argument).
+fn caller_worker() -> Res<String> {
+    match std::env::var("ACCELERATOR_WORKER_ID") {
+        Ok(w) if !w.is_empty() && w.len() <= MAX_WORKER_ID => Ok(w),
+        Ok(w) if !w.is_empty() => Err(Error::InvalidParam(format!(
+            "ACCELERATOR_WORKER_ID is {} bytes long (at most {MAX_WORKER_ID})",
+            w.len()
+        ))),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidParam(
+            "ACCELERATOR_WORKER_ID is not valid UTF-8".into(),
+        )),
+        _ => Err(Error::NotSupported(
+            "ACCELERATOR_WORKER_ID is not set: binding a limit to the calling process as a \
+             worker of its own needs the limiter's process identity"
+                .into(),
+        )),
+    }
+}
+
+/// v2 `AccelSetMemHardLimit`: the limit of the calling process's worker.
+pub fn set_mem_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
+    device_by_uuid(uuid)?;
+    set_mem_limit(&caller_worker()?, uuid, bytes)
+}
+
+/// v2 `AccelSetComputeUnitHardLimit`: the limit of the calling process's worker.
+pub fn set_compute_limit_for_caller(uuid: &str, percent: u32) -> Res<()> {
+    device_by_uuid(uuid)?;
+    set_compute_limit(&caller_worker()?, uuid, percent)
+}

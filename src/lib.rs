@@ -1,5 +1,7 @@
-//! libaccelerator.so: one C ABI (../shared/ABI.md) over many accelerator
-//! vendors. `abi` is the boundary (the only `unsafe`); `api` holds the
+//! libaccelerator.so: two C ABIs (ABI.md, and the `Accel*` ABI of
+//! ABI-v2.md) over many accelerator vendors. `abi` is the boundary (the
+//! only `unsafe`); `hypervisor` is what v2 asks beyond the vendor trait;
+//! `hostfiles` finds what a container mounts; `api` holds the
 //! vendor-independent rules (hard limits go to the limiter's shared
 //! state); `vendor` is the trait each directory under `vendors/`
 //! implements; `select` picks the vendor at run time; `usage` merges the
@@ -7,6 +9,8 @@
 
 pub mod abi;
 mod api;
+mod hostfiles;
+mod hypervisor;
 mod log;
 mod select;
 #[cfg(any(feature = "nvidia", feature = "ascend"))]

@@ -46,7 +46,18 @@ impl AcceleratorLogLevel {
 pub type AcceleratorLogCallback =
     Option<unsafe extern "C" fn(level: AcceleratorLogLevel, message: *const c_char)>;
 
-static CALLBACK: RwLock<AcceleratorLogCallback> = RwLock::new(None);
+/// The v2 ABI's sink: the level as text ("DEBUG", "INFO", "WARN", "ERROR").
+pub type TextLogCallback = unsafe extern "C" fn(level: *const c_char, message: *const c_char);
+
+/// Where messages go: the sink registered last, by either ABI.
+#[derive(Clone, Copy)]
+enum Sink {
+    Stderr,
+    Level(unsafe extern "C" fn(level: AcceleratorLogLevel, message: *const c_char)),
+    Text(TextLogCallback),
+}
+
+static SINK: RwLock<Sink> = RwLock::new(Sink::Stderr);
 static THRESHOLD: OnceLock<AcceleratorLogLevel> = OnceLock::new();
 
 fn threshold() -> AcceleratorLogLevel {
@@ -63,22 +74,37 @@ pub fn enabled(level: AcceleratorLogLevel) -> bool {
 }
 
 pub fn set_callback(cb: AcceleratorLogCallback) {
-    *CALLBACK.write() = cb;
+    *SINK.write() = cb.map_or(Sink::Stderr, Sink::Level);
+}
+
+/// The v2 registration; NULL restores stderr.
+pub fn set_text_callback(cb: Option<TextLogCallback>) {
+    *SINK.write() = cb.map_or(Sink::Stderr, Sink::Text);
+}
+
+/// The v2 level names: the host knows DEBUG, INFO, WARN, ERROR (and exits
+/// on FATAL, which is never sent); TRACE goes out as DEBUG.
+fn text_level(level: AcceleratorLogLevel) -> &'static std::ffi::CStr {
+    match level {
+        AcceleratorLogLevel::Error => c"ERROR",
+        AcceleratorLogLevel::Warn => c"WARN",
+        AcceleratorLogLevel::Info => c"INFO",
+        AcceleratorLogLevel::Debug | AcceleratorLogLevel::Trace => c"DEBUG",
+    }
 }
 
 pub fn emit(level: AcceleratorLogLevel, message: &str) {
     if !enabled(level) {
         return;
     }
-    let callback = *CALLBACK.read();
-    match callback {
-        Some(cb) => {
-            let text = CString::new(message.replace('\0', "\u{FFFD}")).unwrap_or_default();
-            // SAFETY: the host registered this function for exactly this
-            // signature; the string outlives the call.
-            unsafe { cb(level, text.as_ptr()) };
-        }
-        None => eprintln!("[accelerator] {}: {message}", level.as_str()),
+    let sink = *SINK.read();
+    let text = || CString::new(message.replace('\0', "\u{FFFD}")).unwrap_or_default();
+    match sink {
+        // SAFETY (both): the host registered this function for exactly
+        // this signature; the strings outlive the call.
+        Sink::Level(cb) => unsafe { cb(level, text().as_ptr()) },
+        Sink::Text(cb) => unsafe { cb(text_level(level).as_ptr(), text().as_ptr()) },
+        Sink::Stderr => eprintln!("[accelerator] {}: {message}", level.as_str()),
     }
 }
 

@@ -24,7 +24,12 @@ pub struct DeviceInfo {
     pub max_tflops: f64,
     pub pcie_gen: u32,
     pub pcie_width: u32,
+    /// The device's node under /dev ("" when the driver cannot say).
+    pub device_node: String,
     pub props: DeviceProps,
+    /// Vendor facts beyond `props`, as v2 property keys and values
+    /// (documented in docs/properties.md).
+    pub extra_props: Vec<(String, String)>,
     pub caps: Capabilities,
 }
 
@@ -53,14 +58,31 @@ pub struct Capabilities {
     pub max_workers_per_device: u32,
 }
 
+/// How far apart two devices are (ABI-v2.md TopoLevelType), nearest first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LinkLevel {
+    /// NVLink, HCCS, the same board.
+    Internal,
+    SingleSwitch,
+    MultiSwitch,
+    HostBridge,
+    NumaNode,
+    System,
+    #[default]
+    Unknown,
+}
+
 /// A link from one device to another (ABI.md RelatedDevice).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Link {
     pub peer_uuid: String,
     /// "NVLink", "PCIe", "HCCS", ...
     pub connection_type: String,
+    /// As the vendor quotes the link: NVLink both directions together
+    /// (links × per-link rate), PCIe per direction; 0 when unknown.
     pub bandwidth_mbps: u32,
     pub latency_ns: u32,
+    pub level: LinkLevel,
 }
 
 /// A partition template (ABI.md PartitionTemplate).
@@ -97,6 +119,17 @@ pub struct Topology {
 pub struct Partition {
     pub uuid: String,
     pub overhead_bytes: u64,
+    /// How a container reaches it: "KEY=VALUE" variables...
+    pub env: Vec<String>,
+    /// ...and "hostPath=guestPath" device nodes.
+    pub device_nodes: Vec<String>,
+}
+
+/// A host file a container of this vendor mounts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mount {
+    pub host_path: String,
+    pub guest_path: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -190,4 +223,8 @@ pub trait Vendor: Send + Sync {
     fn metrics(&self, device_uuid: &str) -> Res<Metrics>;
 
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics>;
+
+    /// The vendor's user-space driver files a container needs (the
+    /// project's own preload library is added by the caller).
+    fn mount_libs(&self) -> Res<Vec<Mount>>;
 }

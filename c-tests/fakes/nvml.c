@@ -42,6 +42,8 @@ typedef struct {
   unsigned cores, cc_major, cc_minor, clk_gfx, clk_sm, clk_mem;
   unsigned pcie_gen, pcie_width, power_limit_mw, slowdown_c;
   unsigned ecc, persistence, arch, mig_supported, gpm;
+  /* nvlink_version: an nvmlNvlinkVersion_t code (NVML_NVLINK_VERSION_3_0 = 4,
+     4_0 = 6), as nvmlDeviceGetNvLinkVersion returns, not a generation. */
   unsigned nvlinks, nvlink_version, peer;
   unsigned power_mw, temp_c, util_gpu, pcie_tx_kbps, pcie_rx_kbps;
   unsigned long long pcie_tx_bytes, pcie_rx_bytes;
@@ -50,11 +52,11 @@ typedef struct {
 static gpu_t gpus[2] = {
     {KIND_GPU, "GPU-00000000-0000-0000-0000-0000000000h1", "NVIDIA H100 80GB HBM3",
      "96.00.99.00.01", "00000000:18:00.0", 0, 85899345920ULL, 1073741824ULL,
-     16896, 9, 0, 1980, 1980, 2619, 5, 16, 700000, 87, 1, 1, 9, 1, 1, 4, 4, 1,
+     16896, 9, 0, 1980, 1980, 2619, 5, 16, 700000, 87, 1, 1, 9, 1, 1, 4, 6, 1,
      312500, 45, 40, 1200, 3400, 2000000ULL, 1000000ULL},
     {KIND_GPU, "GPU-11111111-1111-1111-1111-1111111111a4", "NVIDIA A40",
      "94.02.5C.00.02", "00000000:3B:00.0", -1, 51539607552ULL, 2147483648ULL,
-     10752, 8, 6, 1740, 1740, 7251, 4, 16, 300000, 88, 0, 0, 7, 0, 0, 4, 3, 0,
+     10752, 8, 6, 1740, 1740, 7251, 4, 16, 300000, 88, 0, 0, 7, 0, 0, 4, 4, 0,
      150250, 61, 55, 500, 700, 4000000ULL, 3000000ULL},
 };
 
@@ -198,6 +200,13 @@ nvmlReturn_t nvmlDeviceGetIndex(void *h, unsigned *i) {
   ENTER();
   GPU(h);
   *i = (unsigned)(g - gpus);
+  return NVML_SUCCESS;
+}
+/* The minor of /dev/nvidia<N>: the fake numbers GPUs by their index. */
+nvmlReturn_t nvmlDeviceGetMinorNumber(void *h, unsigned *n) {
+  ENTER();
+  GPU(h);
+  *n = (unsigned)(g - gpus);
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetNumaNodeId(void *h, unsigned *n) {

@@ -154,6 +154,21 @@ pub unsafe fn cstr_array(
         .collect()
 }
 
+/// Read a caller's `const char*` that is echoed rather than checked (v2
+/// metrics UUIDs): non-NULL; read up to its NUL or `MAX_CSTR` bytes, empty
+/// allowed, invalid UTF-8 replaced.
+///
+/// # Safety
+/// `p` is NULL or points to readable memory up to its NUL or `MAX_CSTR` bytes.
+pub unsafe fn cstr_lossy(p: *const c_char, what: &str) -> Res<String> {
+    if p.is_null() {
+        return Err(Error::InvalidParam(format!("{what} is NULL")));
+    }
+    let len = libc::strnlen(p, MAX_CSTR);
+    let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
+    Ok(String::from_utf8_lossy(bytes).into_owned())
+}
+
 /// Move `items` into a `malloc`ed array the caller releases through one of
 /// the library's free functions (NULL for an empty list).
 pub fn alloc_array<T>(items: Vec<T>) -> Res<*mut T> {

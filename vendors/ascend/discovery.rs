@@ -173,6 +173,13 @@ fn describe(dcmi: &Dcmi, index: usize, card: i32, device: i32, driver: &str) -> 
         max_tflops: 0.0,
         pcie_gen: 0,
         pcie_width: 0,
+        // The NPU's node; DCMI numbers /dev/davinci<N> by the logical ID
+        // the index follows (see docs/ascend.md).
+        device_node: format!("/dev/davinci{index}"),
+        extra_props: vec![
+            ("dcmi.card".into(), card.to_string()),
+            ("dcmi.device".into(), device.to_string()),
+        ],
         props: DeviceProps {
             clock_ai_mhz: fact(dcmi.frequency(card, device, FREQ_AICORE_MAX)).unwrap_or(0),
             clock_mem_mhz: if mem == MemSource::Hbm {

@@ -4,7 +4,7 @@
 
 use super::dcmi::{Dcmi, UTIL_AICORE};
 use super::discovery::{optional, Dev, MemSource};
-use crate::vendor::{ExtendedMetrics, Link, Metrics, ProcessMemory};
+use crate::vendor::{ExtendedMetrics, Link, LinkLevel, Metrics, ProcessMemory};
 use accel_common::Res;
 
 const MIB: u64 = 1 << 20;
@@ -50,15 +50,15 @@ pub fn extended(dev: &Dev) -> ExtendedMetrics {
     }
 }
 
-/// DCMI_TOPO_TYPE_* as the ABI's connection type; None for "self" and for
-/// values this vendor does not know.
-fn connection(topo: i32) -> Option<&'static str> {
+/// DCMI_TOPO_TYPE_* as the ABI's connection type and the v2 level; None
+/// for "self" and for values this vendor does not know.
+fn connection(topo: i32) -> Option<(&'static str, LinkLevel)> {
     match topo {
-        1 => Some("SYS"),
-        2 => Some("PHB"),
-        3 | 7 => Some("HCCS"),
-        4 => Some("PXB"),
-        5 => Some("PIX"),
+        1 => Some(("SYS", LinkLevel::System)),
+        2 => Some(("PHB", LinkLevel::HostBridge)),
+        3 | 7 => Some(("HCCS", LinkLevel::Internal)),
+        4 => Some(("PXB", LinkLevel::MultiSwitch)),
+        5 => Some(("PIX", LinkLevel::SingleSwitch)),
         _ => None,
     }
 }
@@ -73,12 +73,13 @@ pub fn links(dcmi: &Dcmi, dev: &Dev, peers: &[&Dev]) -> Res<Vec<Link>> {
         let Some(t) = optional(dcmi.topo((dev.card, dev.device), (p.card, p.device)))? else {
             continue;
         };
-        if let Some(kind) = connection(t) {
+        if let Some((kind, level)) = connection(t) {
             out.push(Link {
                 peer_uuid: p.info.uuid.clone(),
                 connection_type: kind.into(),
                 bandwidth_mbps: 0,
                 latency_ns: 0,
+                level,
             });
         }
     }

@@ -170,4 +170,17 @@ impl Vendor for Ascend {
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics> {
         Ok(metrics::extended(self.by_uuid(device_uuid)?))
     }
+
+    /// The driver's user-space libraries beside the libdcmi.so in use.
+    fn mount_libs(&self) -> Res<Vec<Mount>> {
+        Ok(crate::hostfiles::driver_libs(
+            "libdcmi.so",
+            &[
+                "libdcmi.so",
+                "libascend_hal.so",
+                "libc_sec.so",
+                "libdrvdsmi_host.so",
+            ],
+        ))
+    }
 }

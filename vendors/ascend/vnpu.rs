@@ -14,6 +14,8 @@ use accel_common::{Error, Res};
 const MIB: u64 = 1 << 20;
 /// DCMI_MAX_VDEV_NUM: vNPUs one chip can hold.
 pub const MAX_VDEVS: u32 = 16;
+/// The driver's management nodes every Ascend container opens beside its NPU.
+const MANAGEMENT_NODES: &[&str] = &["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"];
 /// Partition UUIDs: `<device uuid>-vnpu-<vdev id>`.
 const PART_INFIX: &str = "-vnpu-";
 
@@ -245,9 +247,16 @@ pub fn assign(dcmi: &Dcmi, dev: &Dev, template_id: &str) -> Res<Partition> {
         return Err(Error::ResourceExhausted(format!("device {uuid:?}: {why}")));
     }
     let out = dcmi.create_vdevice(dev.card, dev.device, t.id)?;
+    let node = format!("/dev/vdavinci{}", out.vdev_id);
     Ok(Partition {
         uuid: partition_uuid(dev, out.vdev_id),
         overhead_bytes: 0,
+        // Ascend Docker Runtime's variable, naming the vNPU by its ID.
+        env: vec![format!("ASCEND_VISIBLE_DEVICES={}", out.vdev_id)],
+        device_nodes: std::iter::once(node.as_str())
+            .chain(MANAGEMENT_NODES.iter().copied())
+            .map(|n| format!("{n}={n}"))
+            .collect(),
     })
 }
 

@@ -57,14 +57,17 @@ pub fn max_tflops(sms: u64, max_sm_clock_mhz: u32, cc: (i32, i32)) -> f64 {
 }
 
 /// NVLink bandwidth per link, both directions together, in MB/s, by the
-/// version NVML reports (nvmlDeviceGetNvLinkVersion): NVLink 1 20 GB/s per
-/// direction (P100); 2, 3 and 4 25 GB/s per direction (V100 6 links = 300 GB/s,
-/// A100 12 = 600 GB/s, H100 18 = 900 GB/s); 5 50 GB/s (B200 18 = 1.8 TB/s).
-pub fn nvlink_mbps_per_link(version: u32) -> u32 {
-    match version {
+/// `nvmlNvlinkVersion_t` code nvmlDeviceGetNvLinkVersion returns (a code,
+/// not a generation: NVML_NVLINK_VERSION_1_0 = 1, 2_0 = 2, 2_2 = 3, 3_0 = 4,
+/// 3_1 = 5, 4_0 = 6, 5_0 = 7, 6_0 = 8). NVLink 1.0 20 GB/s per direction
+/// (P100); 2.x, 3.x and 4.0 25 GB/s (V100 6 links = 300 GB/s, A100 12 =
+/// 600 GB/s, H100 18 = 900 GB/s); 5.0 50 GB/s (B200 18 = 1.8 TB/s). 6.0 and
+/// codes this table does not know: 0 (unknown), not a guess.
+pub fn nvlink_mbps_per_link(version_code: u32) -> u32 {
+    match version_code {
         1 => 40_000,
-        2..=4 => 50_000,
-        5 => 100_000,
+        2..=6 => 50_000,
+        7 => 100_000,
         _ => 0,
     }
 }

@@ -1,7 +1,7 @@
 //! Discovery: the static facts of every GPU, read once and cached.
 
 use super::{arch, ffi::GiProfile, Driver, NvError};
-use crate::vendor::{Capabilities, DeviceInfo, DeviceProps, Link};
+use crate::vendor::{Capabilities, DeviceInfo, DeviceProps, Link, LinkLevel};
 use accel_common::Res;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureThreshold};
 use nvml_wrapper::Device;
@@ -22,7 +22,9 @@ pub(crate) struct Dev {
     pub profiles: Vec<GiProfile>,
     /// GPM (Hopper and later) available for SM/tensor activity.
     pub gpm: bool,
-    /// Active NVLinks: (link, remote PCI bus id, NVLink version).
+    /// The GPU's minor number (/dev/nvidia<minor>), when NVML gives it.
+    pub minor: Option<u32>,
+    /// Active NVLinks: (link, remote PCI bus id, nvmlNvlinkVersion_t code).
     pub nvlinks: Vec<(u32, String, u32)>,
     /// NVLinks grouped by peer GPU (related devices).
     pub links: Vec<Link>,
@@ -68,6 +70,7 @@ pub(crate) fn discover(drv: &Driver) -> Res<Vec<Dev>> {
                     connection_type: "NVLink".into(),
                     bandwidth_mbps: rate,
                     latency_ns: 0,
+                    level: LinkLevel::Internal,
                 }),
             }
         }
@@ -112,6 +115,7 @@ fn one(drv: &Driver, d: &Device, i: u32, driver_version: &str) -> Res<Dev> {
         .and_then(|n| i32::try_from(n).ok())
         .unwrap_or(-1);
     let pci_bus_id = opt(d.pci_info()).map(|p| p.bus_id).unwrap_or_default();
+    let minor = opt(d.minor_number());
     let mut nvlinks = Vec::new();
     for l in 0..MAX_LINKS {
         let link = d.link_wrapper_for(l);
@@ -145,6 +149,12 @@ fn one(drv: &Driver, d: &Device, i: u32, driver_version: &str) -> Res<Dev> {
             max_tflops,
             pcie_gen: opt(d.max_pcie_link_gen()).unwrap_or(0),
             pcie_width: opt(d.max_pcie_link_width()).unwrap_or(0),
+            device_node: minor.map(|m| format!("/dev/nvidia{m}")).unwrap_or_default(),
+            extra_props: vec![
+                ("pci.bus_id".into(), pci_bus_id.clone()),
+                ("mig.supported".into(), mig_supported.to_string()),
+                ("mig.enabled".into(), mig_on.to_string()),
+            ],
             props: DeviceProps {
                 clock_graphics_mhz: opt(d.max_clock_info(Clock::Graphics)).unwrap_or(0),
                 clock_sm_mhz: max_sm,
@@ -173,6 +183,7 @@ fn one(drv: &Driver, d: &Device, i: u32, driver_version: &str) -> Res<Dev> {
             },
         },
         pci_bus_id,
+        minor,
         mig_supported,
         mig_on,
         profiles,

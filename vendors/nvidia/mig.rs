@@ -4,6 +4,7 @@
 
 use super::discovery::Dev;
 use super::ffi::{Gi, GiProfile};
+use super::mig_access as access;
 use super::{handle, Driver, NvError};
 use crate::vendor::{Partition, Template};
 use accel_common::{Error, Res};
@@ -147,6 +148,8 @@ pub(crate) fn assign(
             })?;
         created.lock().push((index, template_id.to_string(), gi_id));
         Ok(Partition {
+            env: vec![format!("NVIDIA_VISIBLE_DEVICES={uuid}")],
+            device_nodes: access::device_nodes(dev, gi_id),
             uuid,
             // What the profile reserves beyond what the MIG device offers.
             overhead_bytes: (p.memory_mb * MIB).saturating_sub(mem),

@@ -15,6 +15,7 @@ mod error;
 mod ffi;
 mod metrics;
 mod mig;
+mod mig_access;
 mod topology;
 
 use crate::log::log_at;
@@ -30,6 +31,18 @@ pub use error::NvError;
 
 const NVML_DEFAULT: &str = "libnvidia-ml.so.1";
 const CUDA_DEFAULT: &str = "libcuda.so.1";
+/// Driver user-space libraries a CUDA container needs (name prefixes).
+const DRIVER_LIBS: &[&str] = &[
+    "libnvidia-ml.so",
+    "libcuda.so",
+    "libcudadebugger.so",
+    "libnvidia-ptxjitcompiler.so",
+    "libnvidia-nvvm.so",
+    "libnvidia-gpucomp.so",
+    "libnvidia-allocator.so",
+    "libnvidia-cfg.so",
+    "libnvidia-opencl.so",
+];
 
 /// The loaded driver libraries. Held in a static so that the unload hook
 /// can shut NVML down; every call holds the read lock while it uses them.
@@ -214,5 +227,14 @@ impl Vendor for Nvidia {
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics> {
         let (i, dev) = self.by_uuid(device_uuid)?;
         with_driver(|drv| metrics::extended(drv, i, dev, &self.counters))
+    }
+
+    /// The driver's user-space libraries in the directory NVML was loaded
+    /// from (what nvidia-container-toolkit mounts for compute and utility).
+    fn mount_libs(&self) -> Res<Vec<Mount>> {
+        Ok(crate::hostfiles::driver_libs(
+            "libnvidia-ml.so",
+            DRIVER_LIBS,
+        ))
     }
 }

@@ -4,19 +4,20 @@
 
 use super::discovery::Dev;
 use super::{arch, handle, Driver, NvError};
-use crate::vendor::{DeviceTopology, Link, Topology};
+use crate::vendor::{DeviceTopology, Link, LinkLevel, Topology};
 use accel_common::Res;
 use nvml_wrapper::enum_wrappers::device::TopologyLevel;
 
-/// (rank, name) of a common-ancestor level; a higher rank is farther apart.
-fn level(l: TopologyLevel) -> (u32, &'static str) {
+/// (rank, name, level) of a common-ancestor level; a higher rank is
+/// farther apart.
+fn level(l: TopologyLevel) -> (u32, &'static str, LinkLevel) {
     match l {
-        TopologyLevel::Internal => (0, "SameBoard"),
-        TopologyLevel::Single => (1, "SameSwitch"),
-        TopologyLevel::Multiple => (2, "MultiSwitch"),
-        TopologyLevel::HostBridge => (3, "HostBridge"),
-        TopologyLevel::Node => (4, "SameNUMANode"),
-        TopologyLevel::System => (5, "System"),
+        TopologyLevel::Internal => (0, "SameBoard", LinkLevel::Internal),
+        TopologyLevel::Single => (1, "SameSwitch", LinkLevel::SingleSwitch),
+        TopologyLevel::Multiple => (2, "MultiSwitch", LinkLevel::MultiSwitch),
+        TopologyLevel::HostBridge => (3, "HostBridge", LinkLevel::HostBridge),
+        TopologyLevel::Node => (4, "SameNUMANode", LinkLevel::NumaNode),
+        TopologyLevel::System => (5, "System", LinkLevel::System),
     }
 }
 
@@ -27,7 +28,7 @@ pub(crate) fn topology(drv: &Driver, devs: &[Dev], indices: &[usize]) -> Res<Top
         ib_nic_count: 0,
         topology_type: "SameBoard".into(),
     };
-    let mut worst: Option<(u32, &'static str)> = None;
+    let mut worst: Option<(u32, &'static str, LinkLevel)> = None;
     let mut all_nvlink = indices.len() > 1;
     for &i in indices {
         let a = &devs[i];
@@ -58,6 +59,7 @@ pub(crate) fn topology(drv: &Driver, devs: &[Dev], indices: &[usize]) -> Res<Top
                 bandwidth_mbps: arch::pcie_mbps(a.info.pcie_gen, a.info.pcie_width)
                     .min(arch::pcie_mbps(b.info.pcie_gen, b.info.pcie_width)),
                 latency_ns: 0,
+                level: lv.2,
             });
         }
         out.devices.push(DeviceTopology {
@@ -68,7 +70,7 @@ pub(crate) fn topology(drv: &Driver, devs: &[Dev], indices: &[usize]) -> Res<Top
     }
     if all_nvlink {
         out.topology_type = "NVLink".into();
-    } else if let Some((_, name)) = worst {
+    } else if let Some((_, name, _)) = worst {
         out.topology_type = name.into();
     }
     Ok(out)

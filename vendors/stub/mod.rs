@@ -192,6 +192,8 @@ impl Vendor for Stub {
             .ok_or_else(|| Error::NotFound(format!("partition template {template_id:?}")))?;
         let uuid = state::add_partition(device_uuid, &t, SLICES)?;
         Ok(Partition {
+            env: vec![format!("{PARTITION_ENV}={uuid}")],
+            device_nodes: Vec::new(),
             uuid,
             overhead_bytes: overhead(&t),
         })
@@ -273,5 +275,10 @@ impl Vendor for Stub {
             self.devices.len(),
             &self.load(i)?,
         ))
+    }
+
+    /// A simulated board has no driver files.
+    fn mount_libs(&self) -> Res<Vec<Mount>> {
+        Ok(Vec::new())
     }
 }

@@ -22,6 +22,8 @@ pub(crate) const IB_NICS: u32 = 2;
 /// Memory a running process reserves beyond what it uses.
 pub(crate) const RESERVE_BYTES: u64 = 256 << 20;
 pub(crate) const PARTITION_PREFIX: &str = "stub-mig-";
+/// The variable that tells a container which stub partition is its own.
+pub(crate) const PARTITION_ENV: &str = "ACCELERATOR_STUB_PARTITION";
 const POWER_IDLE_W: f64 = 60.0;
 const POWER_LIMIT_W: u32 = 400;
 
@@ -40,6 +42,9 @@ pub fn device(index: usize, count: usize) -> DeviceInfo {
         max_tflops: MAX_TFLOPS,
         pcie_gen: 4,
         pcie_width: 16,
+        // A simulated board has no device node.
+        device_node: String::new(),
+        extra_props: vec![("simulated".into(), "true".into())],
         props: DeviceProps {
             clock_graphics_mhz: 1410,
             clock_sm_mhz: 1410,
@@ -101,6 +106,7 @@ pub fn nvlink(peer: &str) -> Link {
         connection_type: "NVLink".into(),
         bandwidth_mbps: NVLINK_PAIR_MBPS,
         latency_ns: NVLINK_LATENCY_NS,
+        level: LinkLevel::Internal,
     }
 }
 

@@ -1,9 +1,9 @@
 //! Exports in the caller-allocated style (the Go hypervisor links these):
 //! the caller owns every buffer and the library allocates nothing it frees.
 
-use super::boundary::*;
 use super::convert;
 use super::types::*;
+use crate::abi::boundary::*;
 use crate::api::{self, MAX_DEVICES, MAX_PROCESSES, MAX_TEMPLATE_ID, MAX_UUID, MAX_WORKER_ID};
 use crate::vendor::{ProcessQuery, Vendor};
 use accel_common::Error;

@@ -3,10 +3,10 @@
 //! accepts NULL, a zeroed struct and a count of 0. On failure the output
 //! pointers are set to NULL and counts to 0, so freeing is always safe.
 
-use super::boundary::*;
 use super::caller;
 use super::convert;
 use super::types::*;
+use crate::abi::boundary::*;
 use crate::api::{self, MAX_DEVICES, MAX_PROCESSES, MAX_PROCESS_ID, MAX_UUID};
 use crate::vendor::{ProcessQuery, Vendor};
 use accel_common::Res;

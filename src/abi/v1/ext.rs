@@ -1,8 +1,8 @@
 //! Extensions beyond ABI.md (new functions only, declared in the same
 //! header): last error, log callback, ABI version, active vendor.
 
-use super::boundary::{call, call_void, last_error_code, last_error_ptr};
 use super::types::ResultCode;
+use crate::abi::boundary::{call, call_void, last_error_code, last_error_ptr};
 use crate::log::{self, AcceleratorLogCallback};
 use libc::c_char;
 

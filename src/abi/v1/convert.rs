@@ -1,8 +1,8 @@
 //! Safe vendor types → C structs. Pointer fields are left NULL/0 here; the
 //! callers fill them according to the calling style.
 
-use super::boundary::fixed_from;
 use super::types::*;
+use crate::abi::boundary::fixed_from;
 use crate::vendor;
 
 pub fn basic(d: &vendor::DeviceInfo) -> DeviceBasicInfo {

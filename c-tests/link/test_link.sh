@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Usage: test_link.sh BUILD_DIR NVIDIA_FAKES ASCEND_FAKES
+# Links c-tests/link/linked.c against each vendor build the way consumers
+# do, from a clean copy of the build tree (only the libraries: no stray
+# symlink can satisfy the loader), and runs it:
+#   -L dir -laccelerator_<vendor> -Wl,-rpath,dir     -> that vendor
+#   dir/libaccelerator_<vendor>.so -Wl,-rpath,dir    -> that vendor
+#   -L dir -laccelerator -Wl,-rpath,dir              -> the default (stub)
+set -euo pipefail
+build=$1 nvidia_fakes=$2 ascend_fakes=$3
+CC=${CC:-cc}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/accelerator-link-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+lib=$tmp/build
+mkdir -p "$lib"
+cp "$build"/libaccelerator_stub.so "$build"/libaccelerator_nvidia.so \
+   "$build"/libaccelerator_ascend.so "$build"/libaccelerator.so "$lib"/
+export ACCELERATOR_STATE_DIR=$tmp/state ACCELERATOR_LOG=error
+export ACCELERATOR_NVML_PATH=$nvidia_fakes/libnvidia-ml.so.1
+export ACCELERATOR_CUDA_PATH=$nvidia_fakes/libcuda.so.1
+export ACCELERATOR_DCMI_PATH=$ascend_fakes/libdcmi.so FAKE_DCMI_STATE=$tmp/state
+passed=0 failed=0
+run() { # name expected-vendor link-args...
+  local name=$1 want=$2
+  shift 2
+  local exe=$tmp/$name out
+  $CC -std=c11 -Wall -Wextra -Werror -o "$exe" "$here/linked.c" "$@" -Wl,-rpath,"$lib"
+  if out=$("$exe" 2>&1) && [[ $out == "vendor=$want "* ]]; then
+    echo "link: $name: $out"
+    passed=$((passed + 1))
+  else
+    echo "FAIL link: $name: expected vendor $want, got: $out" >&2
+    failed=$((failed + 1))
+  fi
+}
+for v in stub nvidia ascend; do
+  run "$v-by-l" "$v" -L"$lib" -laccelerator_"$v"
+  run "$v-by-path" "$v" "$lib/libaccelerator_$v.so"
+done
+run default-by-l stub -L"$lib" -laccelerator
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
