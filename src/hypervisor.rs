@@ -9,6 +9,16 @@ use crate::log::log_at;
 use crate::vendor::{DeviceInfo, LinkLevel, Metrics, Mount, ProcessQuery};
 use accel_common::{Error, Res};
 
+/// The device a caller's UUID names, ignoring ASCII case: the hypervisor
+/// lowercases every UUID it reads ("GPU-…" comes back as "gpu-…").
+pub fn device_uuid(given: &str) -> Res<String> {
+    api::devices()?
+        .into_iter()
+        .find(|d| d.uuid.eq_ignore_ascii_case(given))
+        .map(|d| d.uuid)
+        .ok_or_else(|| Error::NotFound(format!("device {given:?}")))
+}
+
 /// `DeviceProperties` as key/value text; keys in docs/properties.md. A
 /// figure the driver did not give (0 or empty) is left out.
 pub fn properties(d: &DeviceInfo) -> Vec<(String, String)> {
@@ -143,7 +153,6 @@ pub fn processes() -> Res<Vec<ProcessInfo>> {
 
 /// The processes the vendor sees on one device (device-level snapshot).
 pub fn device_pids(uuid: &str) -> Res<Vec<i32>> {
-    api::device_by_uuid(uuid)?;
     let mut pids: Vec<i32> = processes()?
         .into_iter()
         .filter(|p| p.device_uuid == uuid)
@@ -156,10 +165,12 @@ pub fn device_pids(uuid: &str) -> Res<Vec<i32>> {
 
 /// One entry of a metrics batch: the vendor's figures, or all zeros (the
 /// reason logged at debug) when `uuid` names no device or partition.
-pub fn metrics(uuid: &str) -> (Metrics, Vec<(String, f64)>) {
+pub fn metrics(given: &str) -> (Metrics, Vec<(String, f64)>) {
     let got = api::active().and_then(|v| {
-        let m = v.metrics(uuid)?;
-        let ext = v.extended_metrics(uuid).ok();
+        // A device by its UUID in any case; anything else as given.
+        let uuid = device_uuid(given).unwrap_or_else(|_| given.to_string());
+        let m = v.metrics(&uuid)?;
+        let ext = v.extended_metrics(&uuid).ok();
         Ok((m, ext))
     });
     match got {
@@ -188,7 +199,7 @@ pub fn metrics(uuid: &str) -> (Metrics, Vec<(String, f64)>) {
         Err(e) => {
             log_at!(
                 Debug,
-                "AccelGetDeviceMetrics: {uuid:?}: {e}; reported as zeros"
+                "AccelGetDeviceMetrics: {given:?}: {e}; reported as zeros"
             );
             (Metrics::default(), Vec::new())
         }
@@ -220,11 +231,14 @@ pub fn init() -> Res<()> {
 pub fn snapshot_targets(pids: Option<&[i32]>, uuid: Option<&str>) -> Res<(Vec<i32>, String)> {
     match (pids, uuid) {
         (Some(p), u) => {
-            let u = u.unwrap_or("");
-            api::check_processes(p, u)?;
-            Ok((p.to_vec(), u.to_string()))
+            let u = u.map(device_uuid).transpose()?.unwrap_or_default();
+            api::check_processes(p, &u)?;
+            Ok((p.to_vec(), u))
         }
-        (None, Some(u)) => Ok((device_pids(u)?, u.to_string())),
+        (None, Some(u)) => {
+            let u = device_uuid(u)?;
+            Ok((device_pids(&u)?, u))
+        }
         (None, None) => Err(Error::InvalidParam(
             "SnapshotContext names neither processes nor a device".into(),
         )),

@@ -215,7 +215,8 @@ pub(crate) fn remove(
             .mig_devices(&d)
             .map_err(|c| NvError::raw("nvmlDeviceGetMigDeviceHandleByIndex", c))?;
         migs.into_iter()
-            .find(|(_, uuid, _)| uuid == template_id)
+            // The hypervisor passes MIG UUIDs lowercased ("mig-…").
+            .find(|(_, uuid, _)| uuid.eq_ignore_ascii_case(template_id))
             .map(|(id, _, _)| id)
             .ok_or_else(|| {
                 Error::NotFound(format!(

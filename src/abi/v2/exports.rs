@@ -95,9 +95,8 @@ pub unsafe extern "C" fn AccelAssignPartition(
         let res = out(result, "result")?;
         std::ptr::write_bytes(res as *mut PartitionResult, 0, 1);
         let template = cstr(templateId, MAX_TEMPLATE_ID, "templateId")?;
-        let uuid = cstr(deviceUUID, MAX_UUID, "deviceUUID")?;
-        api::device_by_uuid(uuid)?;
-        let p = api::active()?.assign_partition(template, uuid)?;
+        let uuid = hypervisor::device_uuid(cstr(deviceUUID, MAX_UUID, "deviceUUID")?)?;
+        let p = api::active()?.assign_partition(template, &uuid)?;
         write_fixed(&mut res.deviceUUID, &p.uuid);
         for (slot, e) in res.envVars.iter_mut().zip(&p.env) {
             write_fixed(slot, e);
@@ -126,9 +125,8 @@ pub unsafe extern "C" fn AccelRemovePartition(
 ) -> AccelResult {
     call("AccelRemovePartition", || {
         let id = cstr(templateId, MAX_UUID.max(MAX_TEMPLATE_ID), "templateId")?;
-        let uuid = cstr(deviceUUID, MAX_UUID, "deviceUUID")?;
-        api::device_by_uuid(uuid)?;
-        api::active()?.remove_partition(id, uuid)
+        let uuid = hypervisor::device_uuid(cstr(deviceUUID, MAX_UUID, "deviceUUID")?)?;
+        api::active()?.remove_partition(id, &uuid)
     })
 }
 
@@ -142,8 +140,8 @@ pub unsafe extern "C" fn AccelSetMemHardLimit(
     memoryLimitBytes: u64,
 ) -> AccelResult {
     call("AccelSetMemHardLimit", || {
-        let uuid = cstr(deviceUUID, MAX_UUID, "deviceUUID")?;
-        api::set_mem_limit_for_caller(uuid, memoryLimitBytes)
+        let uuid = hypervisor::device_uuid(cstr(deviceUUID, MAX_UUID, "deviceUUID")?)?;
+        api::set_mem_limit_for_caller(&uuid, memoryLimitBytes)
     })
 }
 
@@ -157,8 +155,8 @@ pub unsafe extern "C" fn AccelSetComputeUnitHardLimit(
     computeUnitLimit: u32,
 ) -> AccelResult {
     call("AccelSetComputeUnitHardLimit", || {
-        let uuid = cstr(deviceUUID, MAX_UUID, "deviceUUID")?;
-        api::set_compute_limit_for_caller(uuid, computeUnitLimit)
+        let uuid = hypervisor::device_uuid(cstr(deviceUUID, MAX_UUID, "deviceUUID")?)?;
+        api::set_compute_limit_for_caller(&uuid, computeUnitLimit)
     })
 }
 
