@@ -38,6 +38,8 @@ PKG_SRC_limiter     := $(BUILD)/liblimiter.so
 install: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
 	@test -n "$(VERSION)" || { echo "no version in Cargo.toml [workspace.package]"; exit 1; }
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/accelerator/v2
+	$(INSTALL) -m 0644 $(wildcard include/v2/*.h) $(DESTDIR)$(INCLUDEDIR)/accelerator/v2/
 	set -e; $(foreach l,$(PKG_LIBS), \
 	  $(INSTALL) -m 0755 $(PKG_SRC_$(l)) $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION); \
 	  $(if $(filter accelerator,$(l)),$(SET_SONAME) $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION);) \
@@ -50,6 +52,7 @@ install: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
 	  chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/$(l).pc;)
 
 uninstall:
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/accelerator/v2
 	$(foreach l,accelerator limiter, \
 	  rm -f $(DESTDIR)$(LIBDIR)/lib$(l).so $(DESTDIR)$(LIBDIR)/lib$(l).so.$(SOVERSION) \
 	        $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/$(l).h \
@@ -65,7 +68,8 @@ DIST_STAGE   := $(BUILD)/dist/$(DIST_NAME)
 dist: $(foreach v,$(DIST_VENDORS),$(BUILD)/libaccelerator_$(v).so) \
       $(if $(HAVE_LIMITER),$(BUILD)/liblimiter.so)
 	rm -rf $(BUILD)/dist
-	$(INSTALL) -d $(DIST_STAGE)/include $(DIST_STAGE)/lib/pkgconfig
+	$(INSTALL) -d $(DIST_STAGE)/include/accelerator/v2 $(DIST_STAGE)/lib/pkgconfig
+	$(INSTALL) -m 0644 $(wildcard include/v2/*.h) $(DIST_STAGE)/include/accelerator/v2/
 	set -e; $(foreach v,$(DIST_VENDORS), \
 	  $(INSTALL) -d $(DIST_STAGE)/lib/$(v); \
 	  $(INSTALL) -m 0755 $(BUILD)/libaccelerator_$(v).so $(DIST_STAGE)/lib/$(v)/libaccelerator.so.$(VERSION); \

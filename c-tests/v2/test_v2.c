@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define F(name) static __typeof__(&name) p_##name;
@@ -65,11 +66,13 @@ static void bind(void *lib) {
 }
 
 /* ---- log callback: only the four levels the hypervisor knows ---- */
-static atomic_int log_lines, log_bad_levels, log_debug;
+static atomic_int log_lines, log_bad_levels, log_debug, log_error;
 static void on_log(const char *level, const char *message) {
   atomic_fetch_add(&log_lines, 1);
   if (strcmp(level, "DEBUG") == 0)
     atomic_fetch_add(&log_debug, 1);
+  else if (strcmp(level, "ERROR") == 0)
+    atomic_fetch_add(&log_error, 1);
   else if (strcmp(level, "INFO") != 0 && strcmp(level, "WARN") != 0 &&
            strcmp(level, "ERROR") != 0)
     atomic_fetch_add(&log_bad_levels, 1);
@@ -449,6 +452,23 @@ static void test_mounts(const char *lib_path) {
   CHECK(system(cmd) == 0, "cleanup");
 }
 
+/* In a child, before the library picks a vendor: a configuration naming no
+ * compiled-in vendor makes AccelInit fail, with the reason logged at ERROR. */
+static void test_init_failure(const char *path) {
+  pid_t c = fork();
+  if (c == 0) {
+    setenv("ACCELERATOR_VENDOR", "no-such-vendor", 1);
+    void *lib = load(path);
+    bind(lib);
+    int rc = p_AccelRegisterLogCallback(on_log);
+    int init = p_AccelInit();
+    _exit(rc == ACCEL_SUCCESS && init == ACCEL_ERROR_INVALID_PARAM && atomic_load(&log_error) > 0 ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(c, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "unusable configuration: AccelInit fails, logged");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s LIB VENDOR TEMPLATE\n", argv[0]);
@@ -460,6 +480,7 @@ int main(int argc, char **argv) {
   memset(unterminated, 'A', 8192);
   memset(oversize, 'u', sizeof oversize - 1);
   setenv("ACCELERATOR_LOG", "debug", 1);
+  test_init_failure(argv[1]);
   void *lib = load(argv[1]);
   bind(lib);
   test_init_and_discovery();

@@ -9,6 +9,7 @@ use crate::abi::boundary::{cstr, cstr_lossy, input, out, out_slice, write_fixed}
 use crate::api::{self, MAX_DEVICES, MAX_TEMPLATE_ID, MAX_UUID};
 use crate::hypervisor;
 use crate::log::{self, log_at};
+use crate::vendor::Vendor;
 use libc::{c_char, pid_t};
 
 /// Idempotent; fails only when the configuration names no usable vendor
@@ -160,25 +161,37 @@ pub unsafe extern "C" fn AccelSetComputeUnitHardLimit(
     })
 }
 
-/// Checked snapshot/resume targets of a context.
-unsafe fn targets(ctx: *mut SnapshotContext) -> accel_common::Res<(Vec<pid_t>, String)> {
-    let ctx = out(ctx, "context")?;
-    let pids = if ctx.processIds.is_null() && ctx.processCount == 0 {
-        None
-    } else {
-        Some(input(
-            ctx.processIds,
-            ctx.processCount,
-            api::MAX_PROCESSES,
-            "processIds",
-        )?)
-    };
-    let uuid = if ctx.deviceUUID.is_null() {
-        None
-    } else {
-        Some(cstr(ctx.deviceUUID, MAX_UUID, "deviceUUID")?)
-    };
-    hypervisor::snapshot_targets(pids, uuid)
+/// Snapshot or resume the targets of a context: its processes, or every
+/// process the vendor lists on its device (none: nothing to do).
+unsafe fn checkpoint(
+    name: &str,
+    ctx: *mut SnapshotContext,
+    op: fn(&dyn Vendor, &[pid_t], &str) -> accel_common::Res<()>,
+) -> AccelResult {
+    call(name, || {
+        let ctx = out(ctx, "context")?;
+        let pids = if ctx.processIds.is_null() && ctx.processCount == 0 {
+            None
+        } else {
+            Some(input(
+                ctx.processIds,
+                ctx.processCount,
+                api::MAX_PROCESSES,
+                "processIds",
+            )?)
+        };
+        let uuid = if ctx.deviceUUID.is_null() {
+            None
+        } else {
+            Some(cstr(ctx.deviceUUID, MAX_UUID, "deviceUUID")?)
+        };
+        let (pids, uuid) = hypervisor::snapshot_targets(pids, uuid)?;
+        if pids.is_empty() {
+            log_at!(Info, "{name}: no process on device {uuid}");
+            return Ok(());
+        }
+        op(api::active()?, &pids, &uuid)
+    })
 }
 
 /// Process-level with `processIds`, device-level with only `deviceUUID`.
@@ -187,13 +200,8 @@ unsafe fn targets(ctx: *mut SnapshotContext) -> accel_common::Res<(Vec<pid_t>, S
 /// `context` is NULL or readable, its pointers as its counts say.
 #[no_mangle]
 pub unsafe extern "C" fn AccelSnapshot(context: *mut SnapshotContext) -> AccelResult {
-    call("AccelSnapshot", || {
-        let (pids, uuid) = targets(context)?;
-        if pids.is_empty() {
-            log_at!(Info, "AccelSnapshot: no process on device {uuid}");
-            return Ok(());
-        }
-        api::active()?.snapshot(&pids, &uuid)
+    checkpoint("AccelSnapshot", context, |v, pids, uuid| {
+        v.snapshot(pids, uuid)
     })
 }
 
@@ -201,14 +209,7 @@ pub unsafe extern "C" fn AccelSnapshot(context: *mut SnapshotContext) -> AccelRe
 /// As `AccelSnapshot`.
 #[no_mangle]
 pub unsafe extern "C" fn AccelResume(context: *mut SnapshotContext) -> AccelResult {
-    call("AccelResume", || {
-        let (pids, uuid) = targets(context)?;
-        if pids.is_empty() {
-            log_at!(Info, "AccelResume: no process on device {uuid}");
-            return Ok(());
-        }
-        api::active()?.resume(&pids, &uuid)
-    })
+    checkpoint("AccelResume", context, |v, pids, uuid| v.resume(pids, uuid))
 }
 
 /// Every process that uses a device (up to `maxCount`).
