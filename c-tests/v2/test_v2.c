@@ -324,6 +324,39 @@ static void test_limits(void) {
   unsetenv("ACCELERATOR_WORKER_ID");
 }
 
+/* NVIDIA fake: this process runs on GPU 0 (FAKE_NVML_PROCS, read on every
+ * call) and is a CUDA process (FAKE_CUDA_PIDS): it is listed with compute
+ * and memory in one entry, and a device-level snapshot of GPU 0
+ * checkpoints it (the fake driver's state machine says so). */
+static void test_nvidia_processes(void) {
+  char env[128];
+  snprintf(env, sizeof env, "%d:0:1073741824:30", (int)getpid());
+  setenv("FAKE_NVML_PROCS", env, 1);
+  snprintf(env, sizeof env, "%d", (int)getpid());
+  setenv("FAKE_CUDA_PIDS", env, 1);
+  ProcessInformation infos[8];
+  size_t n = 0;
+  EXPECT_RC(p_AccelGetProcessInformation(infos, 8, &n), ACCEL_SUCCESS);
+  CHECK(n == 1 && strcmp(infos[0].processId, env) == 0 &&
+            strcmp(infos[0].deviceUUID, devices[0].basic.uuid) == 0 &&
+            infos[0].memoryUsedBytes == 1073741824ull && infos[0].computeUtilizationPercent > 0,
+        "GPU 0 process: %zu entries, %s %llu bytes %.1f%%", n, n ? infos[0].processId : "",
+        n ? (unsigned long long)infos[0].memoryUsedBytes : 0ull,
+        n ? infos[0].computeUtilizationPercent : 0.0);
+  void *cuda = dlopen(getenv("ACCELERATOR_CUDA_PATH"), RTLD_NOW | RTLD_NOLOAD);
+  int (*state)(int) = cuda ? (int (*)(int))dlsym(cuda, "fake_cuda_state") : NULL;
+  CHECK(state != NULL, "fake_cuda_state");
+  SnapshotContext device = {NULL, 0, devices[0].basic.uuid};
+  EXPECT_RC(p_AccelSnapshot(&device), ACCEL_SUCCESS);
+  CHECK(state && state(getpid()) == 2, "device-level snapshot checkpointed this process");
+  EXPECT_RC(p_AccelResume(&device), ACCEL_SUCCESS);
+  CHECK(state && state(getpid()) == 0, "device-level resume: running again");
+  if (cuda)
+    dlclose(cuda);
+  unsetenv("FAKE_NVML_PROCS");
+  unsetenv("FAKE_CUDA_PIDS");
+}
+
 static void test_snapshot(void) {
   const char *dev0 = devices[0].basic.uuid;
   EXPECT_RC(p_AccelSnapshot(NULL), ACCEL_ERROR_INVALID_PARAM);
@@ -355,6 +388,8 @@ static void test_snapshot(void) {
     EXPECT_RC(p_AccelResume(&self), ACCEL_SUCCESS);
   } else if (strcmp(vendor, "ascend") == 0) {
     EXPECT_RC(p_AccelSnapshot(&self), ACCEL_ERROR_NOT_SUPPORTED);
+  } else {
+    test_nvidia_processes();
   }
 }
 
