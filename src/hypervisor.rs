@@ -167,8 +167,10 @@ pub fn device_pids(uuid: &str) -> Res<Vec<i32>> {
 /// reason logged at debug) when `uuid` names no device or partition.
 pub fn metrics(given: &str) -> (Metrics, Vec<(String, f64)>) {
     let got = api::active().and_then(|v| {
-        // A device by its UUID in any case; anything else as given.
-        let uuid = device_uuid(given).unwrap_or_else(|_| given.to_string());
+        // A device by its UUID in any case; anything else may be a partition.
+        let Ok(uuid) = device_uuid(given) else {
+            return Ok((v.partition_metrics(given)?, None));
+        };
         let m = v.metrics(&uuid)?;
         let ext = v.extended_metrics(&uuid).ok();
         Ok((m, ext))

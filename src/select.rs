@@ -136,6 +136,9 @@ impl Vendor for Absent {
     fn extended_metrics(&self, uuid: &str) -> Res<crate::vendor::ExtendedMetrics> {
         Err(no_uuid(uuid))
     }
+    fn partition_metrics(&self, uuid: &str) -> Res<crate::vendor::Metrics> {
+        Err(no_uuid(uuid))
+    }
     fn mount_libs(&self) -> Res<Vec<crate::vendor::Mount>> {
         Ok(Vec::new())
     }

@@ -224,6 +224,10 @@ pub trait Vendor: Send + Sync {
 
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics>;
 
+    /// What the driver says of one partition, by its UUID (v2 metrics):
+    /// NOT_FOUND when `uuid` names no partition.
+    fn partition_metrics(&self, uuid: &str) -> Res<Metrics>;
+
     /// The vendor's user-space driver files a container needs (the
     /// project's own preload library is added by the caller).
     fn mount_libs(&self) -> Res<Vec<Mount>>;

@@ -274,6 +274,16 @@ static void test_partition_and_metrics(void) {
         "live device metrics");
   CHECK(strcmp(m[6].deviceUUID, batch[6]) == 0 && m[6].temperatureCelsius > 0, "last device metrics");
   CHECK(strcmp(m[1].deviceUUID, part) == 0, "partition echoed");
+  if (strcmp(vendor, "nvidia") == 0) {
+    /* What NVML says of the MIG device: its memory (the fake's 1g.10gb MIG
+     * device has 9856 MiB less 32 MiB, none used); GPU-wide figures stay 0. */
+    double total = -1;
+    for (size_t k = 0; k < m[1].extraMetricsCount; k++)
+      if (strcmp(m[1].extraMetrics[k].key, "memory_total_bytes") == 0)
+        total = m[1].extraMetrics[k].value;
+    CHECK(total == (double)((9856ull - 32) << 20) && m[1].temperatureCelsius == 0,
+          "MIG partition metrics: memory_total_bytes %.0f", total);
+  }
   for (size_t i = 2; i < 6; i++) {
     /* Echoed as given, cut to 63 bytes (non-UTF-8 bytes replaced). */
     CHECK(memchr(m[i].deviceUUID, 0, 64) &&

@@ -171,6 +171,13 @@ impl Vendor for Ascend {
         Ok(metrics::extended(self.by_uuid(device_uuid)?))
     }
 
+    /// DCMI reports usage per chip, not per vNPU.
+    fn partition_metrics(&self, uuid: &str) -> Res<Metrics> {
+        Err(Error::NotFound(format!(
+            "{uuid:?}: DCMI reports no per-vNPU figures"
+        )))
+    }
+
     /// The driver's user-space libraries beside the libdcmi.so in use.
     fn mount_libs(&self) -> Res<Vec<Mount>> {
         Ok(crate::hostfiles::driver_libs(

@@ -438,8 +438,9 @@ impl NvmlExt {
         ok(unsafe { f(gi.0) })
     }
 
-    /// Every MIG device of a GPU: (GPU instance id, UUID, total memory bytes).
-    pub fn mig_devices(&self, dev: &Device) -> Result<Vec<(u32, String, u64)>, NvmlRet> {
+    /// Every MIG device of a GPU: (GPU instance id, UUID, [total, free,
+    /// used] memory bytes as nvmlDeviceGetMemoryInfo gives them, 0s if not).
+    pub fn mig_devices(&self, dev: &Device) -> Result<Vec<(u32, String, [u64; 3])>, NvmlRet> {
         let count_f = sym!(
             self.lib,
             "nvmlDeviceGetMaxMigDeviceCount",
@@ -484,7 +485,7 @@ impl NvmlExt {
                     m = [0; 3];
                 }
             }
-            out.push((id, cstr(&buf), m[0]));
+            out.push((id, cstr(&buf), m));
         }
         Ok(out)
     }

@@ -6,7 +6,7 @@ use super::discovery::Dev;
 use super::ffi::{Gi, GiProfile};
 use super::mig_access as access;
 use super::{handle, Driver, NvError};
-use crate::vendor::{Partition, Template};
+use crate::vendor::{Metrics, Partition, Template};
 use accel_common::{Error, Res};
 use nvml_wrapper::Device;
 use parking_lot::Mutex;
@@ -138,7 +138,7 @@ pub(crate) fn assign(
             .ext
             .mig_devices(&d)
             .map_err(|c| NvError::raw("nvmlDeviceGetMigDeviceHandleByIndex", c))?;
-        let (_, uuid, mem) = migs
+        let (_, uuid, [mem, _, _]) = migs
             .into_iter()
             .find(|(id, _, _)| *id == gi_id)
             .ok_or_else(|| {
@@ -234,4 +234,27 @@ pub(crate) fn remove(
         .lock()
         .retain(|(i, _, id)| !(*i == index && *id == gi_id));
     Ok(())
+}
+
+/// What NVML says of a MIG device itself: its memory (power, temperature
+/// and activity are the whole GPU's, reported under the GPU's UUID).
+pub(crate) fn metrics(drv: &Driver, devs: &[Dev], uuid: &str) -> Res<Metrics> {
+    for dev in devs.iter().filter(|d| d.mig_supported) {
+        let d = handle(drv, dev)?;
+        let Ok(migs) = drv.ext.mig_devices(&d) else {
+            continue;
+        };
+        if let Some((_, _, [total, _, used])) = migs
+            .into_iter()
+            .find(|(_, u, _)| u.eq_ignore_ascii_case(uuid))
+        {
+            return Ok(Metrics {
+                device_uuid: uuid.to_string(),
+                memory_used_bytes: used,
+                memory_total_bytes: total,
+                ..Metrics::default()
+            });
+        }
+    }
+    Err(Error::NotFound(format!("MIG device {uuid:?}")))
 }

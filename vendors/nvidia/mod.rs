@@ -229,6 +229,10 @@ impl Vendor for Nvidia {
         with_driver(|drv| metrics::extended(drv, i, dev, &self.counters))
     }
 
+    fn partition_metrics(&self, uuid: &str) -> Res<Metrics> {
+        with_driver(|drv| mig::metrics(drv, &self.devs, uuid))
+    }
+
     /// The driver's user-space libraries in the directory NVML was loaded
     /// from (what nvidia-container-toolkit mounts for compute and utility).
     fn mount_libs(&self) -> Res<Vec<Mount>> {

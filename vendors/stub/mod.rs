@@ -277,6 +277,13 @@ impl Vendor for Stub {
         ))
     }
 
+    /// The simulation keeps figures per device, not per partition.
+    fn partition_metrics(&self, uuid: &str) -> Res<Metrics> {
+        Err(Error::NotFound(format!(
+            "{uuid:?}: the stub simulates no per-partition figures"
+        )))
+    }
+
     /// A simulated board has no driver files.
     fn mount_libs(&self) -> Res<Vec<Mount>> {
         Ok(Vec::new())
