@@ -387,6 +387,24 @@ static void scenario_no_required(void) {
   expect_no_devices("dcmi_get_device_chip_info missing");
 }
 
+/* Drivers before DCMI V2 export only dcmi_get_card_num_list. */
+static void scenario_v1_card_list(void) {
+  load("libdcmi_v1.so");
+  CHECK(count() == 2, "old driver: cards through dcmi_get_card_num_list");
+}
+
+/* The V2 name is looked up first: a failing V1 entry point is never called
+ * where dcmi_get_card_list exists. */
+static void scenario_v2_card_list_first(void) {
+  load("libdcmi.so");
+  CHECK(count() == 2, "dcmi_get_card_list used, not the failing V1 name");
+}
+
+static void scenario_v1_card_list_fails(void) {
+  load("libdcmi_v1.so");
+  expect_no_devices("old driver: dcmi_get_card_num_list fails");
+}
+
 static void scenario_no_optional(void) {
   load("libdcmi_noopt.so");
   CHECK(count() == 2, "devices without dcmi_create_vdevice");
@@ -418,7 +436,7 @@ static int metrics_rc(void) {
 static void scenario_fail(const char *what) {
   load("libdcmi.so");
   if (strcmp(what, "cardlist") == 0) {
-    expect_no_devices("dcmi_get_card_num_list fails");
+    expect_no_devices("dcmi_get_card_list fails");
   } else if (strcmp(what, "power-inner") == 0) {
     EXPECT_RC(metrics_rc(), RESULT_ERROR_OPERATION_FAILED);
   } else if (strcmp(what, "power-nodev") == 0) {
@@ -557,7 +575,12 @@ int main(int argc, char **argv) {
       {"init-fails", scenario_init_fails, {0}, 0},
       {"no-required-symbol", scenario_no_required, {0}, 0},
       {"no-optional-symbol", scenario_no_optional, {0}, 0},
-      {"fail-cardlist", 0, {"FAKE_DCMI_FAIL=dcmi_get_card_num_list:-8005"}, "cardlist"},
+      {"v1-card-list", scenario_v1_card_list, {0}, 0},
+      {"v2-card-list-first", scenario_v2_card_list_first,
+       {"FAKE_DCMI_FAIL=dcmi_get_card_num_list:-8005"}, 0},
+      {"v1-card-list-fails", scenario_v1_card_list_fails,
+       {"FAKE_DCMI_FAIL=dcmi_get_card_num_list:-8005"}, 0},
+      {"fail-cardlist", 0, {"FAKE_DCMI_FAIL=dcmi_get_card_list:-8005"}, "cardlist"},
       {"fail-power-inner", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8005"}, "power-inner"},
       {"fail-power-nodev", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8008"}, "power-nodev"},
       {"fail-power-unsupported", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8255"}, "power-unsupported"},

@@ -60,6 +60,30 @@ static int no_driver_child(const char *path, const char *nvml, const char *fail)
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* In a child: a GPU with NVML_NVLINK_MAX_LINKS (36, nvml.h 13.x) links
+ * reports every one of them. */
+static int nvlinks36_child(const char *path) {
+  pid_t c = fork();
+  if (c == 0) {
+    setenv("FAKE_NVML_NVLINKS", "36", 1);
+    lib = open_lib(path);
+    last_error = (const char *(*)(void))dlsym(lib, "acceleratorGetLastError");
+    SYM(GetExtendedDeviceMetrics);
+    const char *u[] = {GPU0};
+    uint32_t nv[40], pcie[2];
+    uint64_t ib[2];
+    ExtendedDeviceMetrics em = {
+        .nvlinkBandwidthMBps = nv, .ibNicBandwidthMBps = ib, .pcieBandwidthMBps = pcie};
+    EXPECT_RC(p_GetExtendedDeviceMetrics(u, 1, &em, 40, 2, 2), RESULT_SUCCESS);
+    CHECK(em.nvlinkCount == 36, "36 NVLinks: %zu reported", em.nvlinkCount);
+    dlclose(lib);
+    _exit(atomic_load(&test_failed) ? 1 : 0);
+  }
+  int st = 0;
+  waitpid(c, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 static pid_t sleeper(void) {
   pid_t c = fork();
   if (c == 0) {
@@ -99,6 +123,7 @@ int main(int argc, char **argv) {
   /* ---- the fakes ---- */
   setenv("ACCELERATOR_NVML_PATH", nvml_path, 1);
   setenv("ACCELERATOR_CUDA_PATH", cuda_path, 1);
+  CHECK(nvlinks36_child(argv[1]), "links up to NVML_NVLINK_MAX_LINKS (36) are discovered");
   void *fake_cuda = open_lib(cuda_path);
   void *fake_nvml = open_lib(nvml_path);
   int (*nvml_inits)(void) = (int (*)(void))dlsym(fake_nvml, "fake_nvml_init_count");
@@ -190,10 +215,12 @@ int main(int argc, char **argv) {
   PartitionTemplate t[16];
   size_t tn = 0;
   EXPECT_RC(p_GetPartitionTemplates(0, t, 16, &tn), RESULT_SUCCESS);
-  const char *names[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.10gb+me", "1g.20gb"};
-  CHECK(tn == 7, "%zu templates", tn);
+  /* 2g.24gb is the fake's GPU-instance profile 0x11, the last id of nvml.h 13.x */
+  const char *names[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.10gb+me", "1g.20gb",
+                         "2g.24gb"};
+  CHECK(tn == 8, "%zu templates", tn);
   int defaults = 0;
-  for (size_t i = 0; i < tn && i < 7; i++) {
+  for (size_t i = 0; i < tn && i < 8; i++) {
     CHECK(strcmp(t[i].templateId, names[i]) == 0 && strcmp(t[i].name, names[i]) == 0,
           "template %zu is %s", i, t[i].templateId);
     CHECK(t[i].memoryBytes > 0 && t[i].computeUnits > 0 && t[i].sliceCount > 0, "template %zu sizes", i);
@@ -241,6 +268,20 @@ int main(int argc, char **argv) {
   unsetenv("FAKE_NVML_FAIL");
   CHECK(p_AssignPartition(&a), "7g.80gb fits after the rollback: %s", last_error());
   CHECK(p_RemovePartition("7g.80gb", GPU0), "remove 7g.80gb: %s", last_error());
+  /* nvml.h 13.x ranges: GPU-instance profile 0x11 works like any other, and a
+   * GPU instance holding a compute instance of profile 8 (made by an
+   * administrator) is removed with it, leaving its slices free. */
+  strcpy(a.templateId, "2g.24gb");
+  CHECK(p_AssignPartition(&a), "assign profile 0x11: %s", last_error());
+  CHECK(p_RemovePartition("2g.24gb", GPU0), "remove profile 0x11: %s", last_error());
+  int (*admin_create)(unsigned, unsigned) =
+      (int (*)(unsigned, unsigned))dlsym(fake_nvml, "fake_nvml_create_instances");
+  CHECK(admin_create && admin_create(4, 8) > 0, "administrator's 7g.80gb, compute-instance profile 8");
+  CHECK(p_RemovePartition("7g.80gb", GPU0), "remove a GPU instance with a profile-8 compute instance: %s",
+        last_error());
+  strcpy(a.templateId, "7g.80gb");
+  CHECK(p_AssignPartition(&a), "its slices are free again: %s", last_error());
+  CHECK(p_RemovePartition("7g.80gb", GPU0), "remove 7g.80gb again: %s", last_error());
   strcpy(a.templateId, "no-such");
   CHECK(!p_AssignPartition(&a), "unknown template");
   CHECK(strstr(last_error(), "not found") != NULL, "reason: %s", last_error());

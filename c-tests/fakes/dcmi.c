@@ -7,8 +7,9 @@
  *   FAKE_DCMI_REFUSE_VDEV=code     dcmi_create_vdevice returns code
  *   FAKE_DCMI_STATE=dir            vNPUs are kept in dir/vnpus, so another
  *                                  process (a "restart") sees them
- * Built with -DOMIT_CREATE_VDEVICE (an optional symbol missing) or
- * -DOMIT_CHIP_INFO (a required one missing). fake_dcmi_create_calls()
+ * Built with -DOMIT_CREATE_VDEVICE (an optional symbol missing),
+ * -DOMIT_CHIP_INFO (a required one missing) or -DOMIT_CARD_LIST (an old
+ * driver: only the V1 name dcmi_get_card_num_list). fake_dcmi_create_calls()
  * counts dcmi_create_vdevice calls that reached the "driver". */
 #include "dcmi.h"
 
@@ -77,14 +78,27 @@ int dcmi_init(void) {
   return DCMI_OK;
 }
 
-int dcmi_get_card_num_list(int *card_num, int *card_list, int list_len) {
-  ENTER("dcmi_get_card_num_list");
+static int card_list(const char *fn, int *card_num, int *card_list, int list_len) {
+  ENTER(fn);
   if (!card_num || !card_list || list_len < NDEV)
     return DCMI_ERR_CODE_INVALID_PARAMETER;
   *card_num = NDEV;
   for (int i = 0; i < NDEV; i++)
     card_list[i] = cards[i];
   return DCMI_OK;
+}
+
+/* dcmi_interface_api.h declares dcmi_get_card_list under DCMI_VERSION_2 and
+ * keeps dcmi_get_card_num_list, same signature, as the deprecated V1 name;
+ * a driver too old for V2 (-DOMIT_CARD_LIST) has only the V1 name. */
+#ifndef OMIT_CARD_LIST
+int dcmi_get_card_list(int *card_num, int *card_list_out, int list_len) {
+  return card_list("dcmi_get_card_list", card_num, card_list_out, list_len);
+}
+#endif
+
+int dcmi_get_card_num_list(int *card_num, int *card_list_out, int list_len) {
+  return card_list("dcmi_get_card_num_list", card_num, card_list_out, list_len);
 }
 
 int dcmi_get_device_num_in_card(int card_id, int *device_num) {

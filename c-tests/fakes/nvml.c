@@ -12,6 +12,12 @@
  *   FAKE_NVML_FAIL=<function>  that function returns NVML_ERROR_UNKNOWN
  *   FAKE_NVML_PROCS=pid:gpu:bytes:smutil,...  running compute processes
  *   FAKE_NVML_MIG_OFF=1        MIG mode reads as off on GPU 0
+ *   FAKE_NVML_NVLINKS=n        GPU 0 has n NVLinks (up to 36) instead of 4
+ *
+ * fake_nvml_create_instances() plays an administrator creating a GPU
+ * instance and a compute instance outside the library (nvidia-smi mig).
+ * Ranges follow nvml.h 13.x: GPU-instance profile ids 0..0x11, compute-
+ * instance profiles 0..8, NVML_NVLINK_MAX_LINKS 36, NVML_GPM_METRIC_MAX 333.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -73,6 +79,10 @@ static const profile_t profiles[] = {
     {2, "MIG 3g.40gb", 3, 2, 60, 40192},    {3, "MIG 4g.40gb", 4, 1, 64, 40192},
     {4, "MIG 7g.80gb", 7, 1, 132, 80896},   {7, "MIG 1g.10gb+me", 1, 1, 16, 9856},
     {9, "MIG 1g.20gb", 1, 4, 16, 19968},
+    /* The highest id nvml.h 13.x defines (NVML_GPU_INSTANCE_PROFILE_COUNT is
+     * 0x12); name and sizes are this fake's, so that a library probing only
+     * the ids of older headers misses it. */
+    {0x11, "MIG 2g.24gb", 2, 3, 32, 24576},
 };
 #define NPROFILES (sizeof profiles / sizeof profiles[0])
 #define SLICES 7
@@ -85,7 +95,7 @@ typedef struct {
   int used;
   unsigned id;
   const profile_t *p;
-  struct { int kind; int used; } ci;    /* KIND_CI, at most one per GI */
+  struct { int kind; int used; unsigned prof; } ci; /* KIND_CI, at most one per GI */
   struct { int kind; unsigned gi; } mig; /* KIND_MIG */
 } gi_t;
 
@@ -122,6 +132,17 @@ static void copy(char *dst, unsigned len, const char *src) {
 
 static int mig_on(gpu_t *g) {
   return g->mig_supported && !getenv("FAKE_NVML_MIG_OFF");
+}
+
+/* NVML_NVLINK_MAX_LINKS of nvml.h 13.x. */
+#define MAX_NVLINKS 36
+static unsigned nvlinks(const gpu_t *g) {
+  const char *n = getenv("FAKE_NVML_NVLINKS");
+  if (g == &gpus[0] && n && *n) {
+    unsigned v = (unsigned)atoi(n);
+    return v > MAX_NVLINKS ? MAX_NVLINKS : v;
+  }
+  return g->nvlinks;
 }
 
 /* ---- init ---- */
@@ -351,9 +372,9 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level) {
 nvmlReturn_t nvmlDeviceGetNvLinkState(void *h, unsigned link, int *active) {
   ENTER();
   GPU(h);
-  if (g->nvlinks == 0)
+  if (nvlinks(g) == 0)
     return NVML_ERROR_NOT_SUPPORTED;
-  if (link >= g->nvlinks)
+  if (link >= nvlinks(g))
     return NVML_ERROR_INVALID_ARGUMENT;
   *active = 1;
   return NVML_SUCCESS;
@@ -361,7 +382,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(void *h, unsigned link, int *active) {
 nvmlReturn_t nvmlDeviceGetNvLinkVersion(void *h, unsigned link, unsigned *v) {
   ENTER();
   GPU(h);
-  if (link >= g->nvlinks)
+  if (link >= nvlinks(g))
     return NVML_ERROR_INVALID_ARGUMENT;
   *v = g->nvlink_version;
   return NVML_SUCCESS;
@@ -369,7 +390,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkVersion(void *h, unsigned link, unsigned *v) {
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(void *h, unsigned link, pci_t *p) {
   ENTER();
   GPU(h);
-  if (link >= g->nvlinks)
+  if (link >= nvlinks(g))
     return NVML_ERROR_INVALID_ARGUMENT;
   fill_pci(p, &gpus[g->peer]);
   return NVML_SUCCESS;
@@ -425,7 +446,7 @@ nvmlReturn_t nvmlDeviceGetFieldValues(void *h, int n, field_t *v) {
     case 197: v[i].value = g->pcie_tx_bytes; break;
     case 198: v[i].value = g->pcie_rx_bytes; break;
     case 138: case 139: /* NVLink data KiB: 100 KiB per ms each way */
-      if (v[i].scopeId >= g->nvlinks)
+      if (v[i].scopeId >= nvlinks(g))
         v[i].nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
       else
         v[i].value = now_ms() * 100;
@@ -517,8 +538,9 @@ typedef struct {
 typedef struct {
   unsigned version, numMetrics;
   void *sample1, *sample2;
-  gpm_metric_t metrics[98];
+  gpm_metric_t metrics[333]; /* NVML_GPM_METRIC_MAX, nvml.h 12.4-13.x */
 } gpm_get_t;
+#define GPM_METRIC_MAX (sizeof ((gpm_get_t *)0)->metrics / sizeof(gpm_metric_t))
 nvmlReturn_t nvmlGpmQueryDeviceSupport(void *h, gpm_support_t *s) {
   ENTER();
   GPU(h);
@@ -546,8 +568,12 @@ nvmlReturn_t nvmlGpmSampleGet(void *h, void *s) {
 }
 nvmlReturn_t nvmlGpmMetricsGet(gpm_get_t *m) {
   ENTER();
-  if (m->version != 1 || m->numMetrics > 98 || !m->sample1 || !m->sample2)
+  if (m->version != 1 || m->numMetrics > GPM_METRIC_MAX || !m->sample1 || !m->sample2)
     return NVML_ERROR_INVALID_ARGUMENT;
+  /* The caller's struct is the header's, all NVML_GPM_METRIC_MAX entries:
+   * touch every one, so a caller with a shorter array is caught (valgrind). */
+  for (unsigned i = m->numMetrics; i < GPM_METRIC_MAX; i++)
+    m->metrics[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
   for (unsigned i = 0; i < m->numMetrics; i++) {
     m->metrics[i].nvmlReturn = NVML_SUCCESS;
     switch (m->metrics[i].metricId) {
@@ -579,7 +605,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(void *h, unsigned id, gi_profi
     return NVML_ERROR_INVALID_ARGUMENT;
   if (!mig_on(g))
     return NVML_ERROR_NOT_SUPPORTED;
-  if (id >= 13)
+  if (id >= 0x12) /* NVML_GPU_INSTANCE_PROFILE_COUNT, nvml.h 13.x */
     return NVML_ERROR_INVALID_ARGUMENT;
   const profile_t *p = find_profile(id);
   if (!p)
@@ -692,16 +718,18 @@ typedef struct {
   unsigned id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
       sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
 } ci_profile_t;
-/* Only the compute-instance profile spanning the whole GPU instance. */
+/* Only compute-instance profiles spanning the whole GPU instance: 0..6 by
+ * slice count, 7 the 1-slice REV1, 8 (nvml.h 13.x) a second 7-slice one. */
+#define CI_PROFILE_COUNT 9
 static int ci_profile_slices(unsigned ci) {
-  static const int s[] = {1, 2, 3, 4, 7, 8, 6};
-  return ci < 7 ? s[ci] : -1;
+  static const int s[CI_PROFILE_COUNT] = {1, 2, 3, 4, 7, 8, 6, 1, 7};
+  return ci < CI_PROFILE_COUNT ? s[ci] : -1;
 }
 nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(void *h, unsigned prof, unsigned eng,
                                                           ci_profile_t *info) {
   ENTER();
   gi_t *gi = as_gi(h);
-  if (!gi || eng != 0)
+  if (!gi || eng != 0 || prof >= CI_PROFILE_COUNT)
     return NVML_ERROR_INVALID_ARGUMENT;
   if (ci_profile_slices(prof) != (int)gi->p->slices)
     return NVML_ERROR_NOT_SUPPORTED;
@@ -722,6 +750,7 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(void *h, unsigned prof, void *
   if (gi->ci.used)
     return NVML_ERROR_INSUFFICIENT_RESOURCES;
   gi->ci.used = 1;
+  gi->ci.prof = prof;
   *out = &gi->ci;
   return NVML_SUCCESS;
 }
@@ -731,7 +760,7 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstances(void *h, unsigned prof, void **o
   if (!gi)
     return NVML_ERROR_INVALID_ARGUMENT;
   *count = 0;
-  if (gi->ci.used && ci_profile_slices(prof) == (int)gi->p->slices) {
+  if (gi->ci.used && gi->ci.prof == prof) {
     out[0] = &gi->ci;
     *count = 1;
   }
@@ -772,4 +801,17 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(void *h, unsigned *id) {
     return NVML_ERROR_NOT_SUPPORTED;
   *id = ((gi_t *)((char *)h - offsetof(gi_t, mig)))->id;
   return NVML_SUCCESS;
+}
+
+/* An administrator's GPU instance of profile `gi_profile` holding one compute
+ * instance of profile `ci_profile` on GPU 0: the GPU instance id, or -1. */
+int fake_nvml_create_instances(unsigned gi_profile, unsigned ci_profile) {
+  void *gi = NULL, *ci = NULL;
+  init_count++;
+  int ok = nvmlDeviceCreateGpuInstance(&gpus[0], gi_profile, &gi) == NVML_SUCCESS &&
+           nvmlGpuInstanceCreateComputeInstance(gi, ci_profile, &ci) == NVML_SUCCESS;
+  if (!ok && gi)
+    nvmlGpuInstanceDestroy(gi);
+  init_count--;
+  return ok ? (int)((gi_t *)gi)->id : -1;
 }

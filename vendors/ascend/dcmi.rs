@@ -273,7 +273,11 @@ type FnProcs = unsafe extern "C" fn(c_int, c_int, *mut ProcMemInfo, *mut c_int) 
 
 struct Required {
     init: FnVoid,
-    card_num_list: FnCardList,
+    /// `dcmi_get_card_list`, or on drivers that predate it the deprecated
+    /// V1 name `dcmi_get_card_num_list` (same signature); `card_list_name`
+    /// says which, for messages.
+    card_list: FnCardList,
+    card_list_name: &'static str,
     device_num_in_card: FnNumInCard,
     chip_info: FnOut<ChipInfo>,
 }
@@ -370,9 +374,23 @@ impl Dcmi {
                 unsafe { sym(&lib, $name) }.ok_or(AscendError::MissingRequired($name))?
             };
         }
+        // SAFETY: both names have the signature DCMI documents for dcmi_get_card_list.
+        let (card_list, card_list_name) = match unsafe { sym(&lib, "dcmi_get_card_list") } {
+            Some(f) => (f, "dcmi_get_card_list"),
+            // SAFETY: as above.
+            None => match unsafe { sym(&lib, "dcmi_get_card_num_list") } {
+                Some(f) => (f, "dcmi_get_card_num_list"),
+                None => {
+                    return Err(AscendError::MissingRequired(
+                        "dcmi_get_card_list (or its V1 name dcmi_get_card_num_list)",
+                    ))
+                }
+            },
+        };
         let req = Required {
             init: required!("dcmi_init"),
-            card_num_list: required!("dcmi_get_card_num_list"),
+            card_list,
+            card_list_name,
             device_num_in_card: required!("dcmi_get_device_num_in_card"),
             chip_info: required!("dcmi_get_device_chip_info"),
         };
@@ -444,9 +462,9 @@ impl Dcmi {
         let mut list = [0 as c_int; MAX_CARDS];
         // SAFETY: list holds MAX_CARDS ints, the length passed.
         let rc = self.call(|| unsafe {
-            (self.req.card_num_list)(&mut num, list.as_mut_ptr(), MAX_CARDS as c_int)
+            (self.req.card_list)(&mut num, list.as_mut_ptr(), MAX_CARDS as c_int)
         });
-        check("dcmi_get_card_num_list", rc)?;
+        check(self.req.card_list_name, rc)?;
         let n = usize::try_from(num).unwrap_or(0).min(MAX_CARDS);
         Ok(list[..n].to_vec())
     }

@@ -6,10 +6,12 @@ use accel_common::Res;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureThreshold};
 use nvml_wrapper::Device;
 
-/// NVML_NVLINK_MAX_LINKS.
-const MAX_LINKS: u32 = 18;
-/// MIG GPU-instance profile ids NVML defines (NVML_GPU_INSTANCE_PROFILE_*).
-const GI_PROFILE_IDS: u32 = 16;
+/// NVML_NVLINK_MAX_LINKS of nvml.h 13.x (18 in 12.x headers; probing past
+/// a device's last link just ends the scan).
+const MAX_LINKS: u32 = 36;
+/// NVML_GPU_INSTANCE_PROFILE_COUNT of nvml.h 13.x: profile ids 0..=0x11.
+/// An id the installed driver does not know is INVALID_ARGUMENT, i.e. skipped.
+const GI_PROFILE_IDS: u32 = 0x12;
 
 /// One GPU as discovered.
 pub(crate) struct Dev {

@@ -107,8 +107,9 @@ struct GpmMetric {
     unit: *mut c_char,
 }
 
-/// NVML_GPM_METRIC_MAX of the headers this layout follows (nvml.h 12.x).
-const GPM_METRIC_MAX: usize = 98;
+/// NVML_GPM_METRIC_MAX of nvml.h 12.4 (r550) through 13.x: the size of
+/// `nvmlGpmMetricsGet_t.metrics[]`, which the driver may use whole.
+const GPM_METRIC_MAX: usize = 333;
 
 #[repr(C)]
 struct GpmMetricsGet {

@@ -12,8 +12,10 @@ use nvml_wrapper::Device;
 use parking_lot::Mutex;
 
 const MIB: u64 = 1 << 20;
-/// NVML compute-instance profiles (NVML_COMPUTE_INSTANCE_PROFILE_*) probed on removal.
-const CI_PROFILE_IDS: u32 = 8;
+/// NVML_COMPUTE_INSTANCE_PROFILE_COUNT of nvml.h 13.x (profiles 0..=8), all
+/// probed on removal: a compute instance of a profile not probed would be
+/// left behind and the GPU instance could not be destroyed.
+const CI_PROFILE_IDS: u32 = 9;
 
 type Created = Mutex<Vec<(usize, String, u32)>>;
 
