@@ -26,7 +26,8 @@ pub struct Device {
 
 /// NVML's text form of a device UUID.
 pub fn uuid_text(b: &[u8; 16]) -> String {
-    let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let hex =
+        |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
     format!(
         "GPU-{}-{}-{}-{}-{}",
         hex(0..4),

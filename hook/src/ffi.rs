@@ -817,7 +817,10 @@ mod tests {
     #[test]
     fn tables_match_their_enums() {
         assert_eq!(CUDA_HOOKS[Cu::MemFreeV2 as usize].name, c"cuMemFree_v2");
-        assert_eq!(CUDA_HOOKS[Cu::DeviceGetUuid as usize].name, c"cuDeviceGetUuid");
+        assert_eq!(
+            CUDA_HOOKS[Cu::DeviceGetUuid as usize].name,
+            c"cuDeviceGetUuid"
+        );
         assert_eq!(NVML_HOOKS[Nv::GetUuid as usize].name, c"nvmlDeviceGetUUID");
     }
 }

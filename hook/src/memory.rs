@@ -269,7 +269,10 @@ pub fn mipmapped_bytes(w: u64, h: u64, d: u64, format: u32, channels: u32, level
 /// largest pitch alignment CUDA devices use; the driver's real pitch then
 /// settles it.
 pub fn pitch_bound(width: u64, height: u64) -> u64 {
-    width.div_ceil(512).saturating_mul(512).saturating_mul(height)
+    width
+        .div_ceil(512)
+        .saturating_mul(512)
+        .saturating_mul(height)
 }
 
 #[cfg(test)]
