@@ -218,6 +218,14 @@ static unsigned long long dev_used[NDEV], allocations, next_address = 1ULL << 40
 static struct CUctx_st primary[NDEV];
 static _Thread_local CUcontext current;
 
+/* The books survive fork() from a threaded program, as a driver's do. */
+static void lock_books(void) { pthread_mutex_lock(&mu); }
+static void unlock_books(void) { pthread_mutex_unlock(&mu); }
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void install_fork_handlers(void) {
+  pthread_atfork(lock_books, unlock_books, unlock_books);
+}
+
 /* Live allocations: key -> (device, bytes), a linear table. */
 #define MAXBLK 4096
 static struct { unsigned long long key, bytes; int dev, kind; } blk[MAXBLK];
@@ -297,7 +305,9 @@ static CUresult give(unsigned long long key, int kind) {
   pthread_mutex_unlock(&mu);
   return r;
 }
+static void books_fork_safe(void);
 static CUresult current_dev(int *dev) {
+  books_fork_safe();
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!current)
@@ -306,6 +316,9 @@ static CUresult current_dev(int *dev) {
   return CUDA_SUCCESS;
 }
 enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP };
+
+/* Called by every entry point that needs a context (cuInit first). */
+static void books_fork_safe(void) { pthread_once(&fork_once, install_fork_handlers); }
 
 CUresult cuDeviceGetCount(int *n) {
   if (!initialised)

@@ -83,6 +83,8 @@ static void scenarios(const char *app, const char *liblimiter, int runtime) {
   if (runtime) {
     new_worker(w, sizeof w, app, "entry");
     CHECK(run(app, w, "entry", NULL, NULL, NULL) == 0, "%s entry", app);
+    new_worker(w, sizeof w, app, "nvml");
+    CHECK(run(app, w, "nvml", NULL, NULL, NULL) == 0, "%s nvml", app);
     new_worker(w, sizeof w, app, "dual");
     CHECK(run(app, w, "dual", liblimiter, NULL, NULL) == 0, "%s dual", app);
   }
