@@ -328,52 +328,47 @@ CUresult cuDeviceGetCount(int *n) {
   *n = NDEV;
   return CUDA_SUCCESS;
 }
-CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+/* The checks of a call that writes `out` about device `d`, in the driver's order. */
+static CUresult device_call(const void *out, CUdevice d) {
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (!d)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal < 0 || ordinal >= NDEV)
-    return CUDA_ERROR_INVALID_DEVICE;
-  *d = ordinal;
-  return CUDA_SUCCESS;
-}
-static CUresult get_uuid(CUuuid *u, CUdevice d) {
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (!u)
+  if (!out)
     return CUDA_ERROR_INVALID_VALUE;
   if (d < 0 || d >= NDEV)
     return CUDA_ERROR_INVALID_DEVICE;
-  *u = dev_uuid[d];
   return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  CUresult r = device_call(d, ordinal);
+  if (r == CUDA_SUCCESS)
+    *d = ordinal;
+  return r;
+}
+static CUresult get_uuid(CUuuid *u, CUdevice d) {
+  CUresult r = device_call(u, d);
+  if (r == CUDA_SUCCESS)
+    *u = dev_uuid[d];
+  return r;
 }
 CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (!bytes)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (d < 0 || d >= NDEV)
-    return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = dev_total[d];
-  return CUDA_SUCCESS;
+  CUresult r = device_call(bytes, d);
+  if (r == CUDA_SUCCESS)
+    *bytes = dev_total[d];
+  return r;
 }
 
 static CUresult ctx_create(CUcontext *c, CUdevice d) {
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (!c)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (d < 0 || d >= NDEV)
-    return CUDA_ERROR_INVALID_DEVICE;
+  CUresult r = device_call(c, d);
+  if (r != CUDA_SUCCESS)
+    return r;
   CUcontext ctx = malloc(sizeof *ctx);
   if (!ctx)
     return CUDA_ERROR_OUT_OF_MEMORY;
   /* The reservation is found again by the context's address. */
   unsigned long long key = (uintptr_t)ctx;
-  CUresult r = take_as(d, CTX_RESERVE, K_HANDLE, &key, 1);
+  r = take_as(d, CTX_RESERVE, K_HANDLE, &key, 1);
   if (r != CUDA_SUCCESS) {
     free(ctx);
     return r;
@@ -406,15 +401,12 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (!c)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (d < 0 || d >= NDEV)
-    return CUDA_ERROR_INVALID_DEVICE;
-  primary[d].dev = d;
-  *c = &primary[d];
-  return CUDA_SUCCESS;
+  CUresult r = device_call(c, d);
+  if (r == CUDA_SUCCESS) {
+    primary[d].dev = d;
+    *c = &primary[d];
+  }
+  return r;
 }
 CUresult cuCtxSetCurrent(CUcontext c) {
   if (!initialised)

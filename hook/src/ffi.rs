@@ -513,6 +513,31 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
 
 // ---- allocations -----------------------------------------------------------------
 
+/// Charge `bytes` on `target`, then run the driver's `call`, which writes
+/// what it allocated to `*out` (non-NULL) on success.
+unsafe fn allocate_into<K: Copy>(
+    target: Target,
+    kind: Kind,
+    bytes: u64,
+    out: *mut K,
+    key: fn(K) -> u64,
+    call: impl FnOnce() -> CuResult,
+) -> CuResult {
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        memory::allocate(&Cuda, target, kind, bytes, || {
+            let result = call();
+            Allocated {
+                result,
+                key: Some((key(*out), None)),
+            }
+        })
+    })
+}
+
+fn handle_key(h: *mut c_void) -> u64 {
+    h as u64
+}
+
 /// The allocations that return a device pointer and take its size second.
 macro_rules! pointer_alloc {
     ($name:ident, $id:expr $(, $arg:ident: $t:ty)*) => {
@@ -524,11 +549,8 @@ macro_rules! pointer_alloc {
             if dptr.is_null() {
                 return real(dptr, bytesize $(, $arg)*);
             }
-            boundary(CUDA_ERROR_UNKNOWN, || {
-                memory::allocate(&Cuda, Target::Current, Kind::Pointer, bytesize as u64, || {
-                    let result = real(dptr, bytesize $(, $arg)*);
-                    Allocated { result, key: Some((*dptr, None)) }
-                })
+            allocate_into(Target::Current, Kind::Pointer, bytesize as u64, dptr, |p| p, || {
+                real(dptr, bytesize $(, $arg)*)
             })
         }
     };
@@ -589,15 +611,14 @@ pub unsafe extern "C" fn cuMemCreate(
         l if l.kind == CU_MEM_LOCATION_TYPE_DEVICE => Target::Ordinal(l.id),
         _ => Target::Current,
     };
-    boundary(CUDA_ERROR_UNKNOWN, || {
-        memory::allocate(&Cuda, target, Kind::Handle, size as u64, || {
-            let result = real(handle, size, prop, flags);
-            Allocated {
-                result,
-                key: Some((*handle, None)),
-            }
-        })
-    })
+    allocate_into(
+        target,
+        Kind::Handle,
+        size as u64,
+        handle,
+        |h| h,
+        || real(handle, size, prop, flags),
+    )
 }
 
 #[no_mangle]
@@ -612,15 +633,14 @@ pub unsafe extern "C" fn cuArrayCreate_v2(
     }
     let d = &*pAllocateArray;
     let bytes = memory::array_bytes(d.width as u64, d.height as u64, 0, d.format, d.channels);
-    boundary(CUDA_ERROR_UNKNOWN, || {
-        memory::allocate(&Cuda, Target::Current, Kind::Array, bytes, || {
-            let result = real(pHandle, pAllocateArray);
-            Allocated {
-                result,
-                key: Some((*pHandle as u64, None)),
-            }
-        })
-    })
+    allocate_into(
+        Target::Current,
+        Kind::Array,
+        bytes,
+        pHandle,
+        handle_key,
+        || real(pHandle, pAllocateArray),
+    )
 }
 
 #[no_mangle]
@@ -641,15 +661,14 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
         d.format,
         d.channels,
     );
-    boundary(CUDA_ERROR_UNKNOWN, || {
-        memory::allocate(&Cuda, Target::Current, Kind::Array, bytes, || {
-            let result = real(pHandle, pAllocateArray);
-            Allocated {
-                result,
-                key: Some((*pHandle as u64, None)),
-            }
-        })
-    })
+    allocate_into(
+        Target::Current,
+        Kind::Array,
+        bytes,
+        pHandle,
+        handle_key,
+        || real(pHandle, pAllocateArray),
+    )
 }
 
 #[no_mangle]
@@ -673,15 +692,14 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(
         d.channels,
         numMipmapLevels,
     );
-    boundary(CUDA_ERROR_UNKNOWN, || {
-        memory::allocate(&Cuda, Target::Current, Kind::Mipmapped, bytes, || {
-            let result = real(pHandle, pMipmappedArrayDesc, numMipmapLevels);
-            Allocated {
-                result,
-                key: Some((*pHandle as u64, None)),
-            }
-        })
-    })
+    allocate_into(
+        Target::Current,
+        Kind::Mipmapped,
+        bytes,
+        pHandle,
+        handle_key,
+        || real(pHandle, pMipmappedArrayDesc, numMipmapLevels),
+    )
 }
 
 // ---- frees --------------------------------------------------------------------------
@@ -756,26 +774,45 @@ unsafe fn nvml_uuid(device: *mut c_void) -> Option<String> {
     Some(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
 }
 
+type NvmlInfoFn<M> = unsafe extern "C" fn(*mut c_void, *mut M) -> NvmlReturn;
+
+/// `nvmlDeviceGetMemoryInfo[_v2]`: the real call, then the partition (free,
+/// total) written into its struct by `set`.
+unsafe fn nvml_memory<M>(
+    id: Nv,
+    device: *mut c_void,
+    out: *mut M,
+    free: fn(&M) -> u64,
+    set: fn(&mut M, u64, u64),
+) -> NvmlReturn {
+    let Some(real) = NVML.real::<NvmlInfoFn<M>>(id as usize) else {
+        return NVML_ERROR_UNINITIALIZED;
+    };
+    let r = real(device, out);
+    if r == NVML_SUCCESS && !out.is_null() {
+        let m = &mut *out;
+        let view = boundary(None, || {
+            memory::partition(nvml_uuid(device).as_deref(), free(m))
+        });
+        if let Some((f, t)) = view {
+            set(m, f, t);
+        }
+    }
+    r
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
     device: *mut c_void,
     memory: *mut NvmlMemory,
 ) -> NvmlReturn {
-    type F = unsafe extern "C" fn(*mut c_void, *mut NvmlMemory) -> NvmlReturn;
-    let Some(real) = NVML.real::<F>(Nv::MemoryInfo as usize) else {
-        return NVML_ERROR_UNINITIALIZED;
-    };
-    let r = real(device, memory);
-    if r == NVML_SUCCESS && !memory.is_null() {
-        let m = &mut *memory;
-        let view = boundary(None, || {
-            memory::partition(nvml_uuid(device).as_deref(), m.free)
-        });
-        if let Some((f, t)) = view {
-            (m.total, m.free, m.used) = (t, f, t - f);
-        }
-    }
-    r
+    nvml_memory(
+        Nv::MemoryInfo,
+        device,
+        memory,
+        |m| m.free,
+        |m, f, t| (m.total, m.free, m.used) = (t, f, t - f),
+    )
 }
 
 #[no_mangle]
@@ -783,22 +820,16 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: *mut c_void,
     memory: *mut NvmlMemoryV2,
 ) -> NvmlReturn {
-    type F = unsafe extern "C" fn(*mut c_void, *mut NvmlMemoryV2) -> NvmlReturn;
-    let Some(real) = NVML.real::<F>(Nv::MemoryInfoV2 as usize) else {
-        return NVML_ERROR_UNINITIALIZED;
-    };
-    let r = real(device, memory);
-    if r == NVML_SUCCESS && !memory.is_null() {
-        let m = &mut *memory;
-        let view = boundary(None, || {
-            memory::partition(nvml_uuid(device).as_deref(), m.free)
-        });
-        if let Some((f, t)) = view {
+    nvml_memory(
+        Nv::MemoryInfoV2,
+        device,
+        memory,
+        |m| m.free,
+        |m, f, t| {
             m.reserved = m.reserved.min(t - f);
             (m.total, m.free, m.used) = (t, f, t - f - m.reserved);
-        }
-    }
-    r
+        },
+    )
 }
 
 #[cfg(test)]
