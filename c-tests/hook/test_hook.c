@@ -124,7 +124,7 @@ static void shared_limit(const char *app) {
         "%s: a SIGKILLed process's bytes come back to its worker", app);
 }
 
-/* A corrupt state file: fail-open with one warning, or fail-closed. */
+/* A corrupt or missing state file: fail-open with one warning, or fail-closed. */
 static void bad_state(const char *app) {
   char dir[] = "/tmp/hook-corrupt.XXXXXX", path[128], b1[32], b2[32];
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -139,9 +139,15 @@ static void bad_state(const char *app) {
 
   char errpath[160];
   snprintf(errpath, sizeof errpath, "%s/stderr", dir);
-  for (int closed = 0; closed < 2; closed++) {
+  /* Corrupt, then missing (the hook must not create it); open, then closed. */
+  for (int run_ = 0; run_ < 4; run_++) {
+    int closed = run_ % 2, missing = run_ >= 2;
     if (closed)
       setenv("ACCELERATOR_HOOK_FAIL_CLOSED", "1", 1);
+    else
+      unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
+    if (missing)
+      unlink(path);
     int err = open(errpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
     char *argv[] = {(char *)app, "try", limit_text, num(b1, 2 * LIMIT),
                     closed ? "2" : "0", num(b2, closed ? DRIVER_FREE : DRIVER_FREE - 2 * LIMIT),
@@ -153,9 +159,10 @@ static void bad_state(const char *app) {
     int warnings = 0;
     for (char *p = text; n > 0 && (p = strstr(p, "libcuda_limiter:")); p++)
       warnings++;
-    CHECK(st == 0, "%s: corrupt state, fail-%s (stderr: %s)", app, closed ? "closed" : "open",
-          text);
+    CHECK(st == 0, "%s: %s state, fail-%s (stderr: %s)", app, missing ? "missing" : "corrupt",
+          closed ? "closed" : "open", text);
     CHECK(warnings == 1, "one warning on stderr, not %d", warnings);
+    CHECK(!missing || access(path, F_OK) != 0, "the hook created %s", path);
   }
   unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
   if (saved) {

@@ -10,13 +10,16 @@
 //! The process's worker is `ACCELERATOR_WORKER_ID`, read once. Without it
 //! the hook is inert: every call goes straight to the driver.
 //!
-//! Failure policy: when the limiter's state cannot be used (a corrupt or
-//! unreadable state file, a full table), the hook warns once on stderr and
+//! The hook never creates the limiter's state: a worker's process finds the
+//! file the hypervisor made when it set limits (`ACCELERATOR_STATE_DIR`).
+//!
+//! Failure policy: when the limiter's state cannot be used (a missing,
+//! corrupt or unreadable state file, a full table), the hook warns once on stderr and
 //! from then on lets every allocation through unrecorded (fail-open), or,
 //! with `ACCELERATOR_HOOK_FAIL_CLOSED=1`, refuses every allocation with
 //! CUDA_ERROR_OUT_OF_MEMORY (fail-closed).
 
-use accel_common::{shm, Error};
+use accel_common::{shm, statedir, Error};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 use std::sync::OnceLock;
 
@@ -82,6 +85,24 @@ fn failed(e: &Error) -> Verdict {
     policy()
 }
 
+/// Whether the shared state may be used: it has not failed, and its file
+/// exists (checked once; the hook never creates it).
+#[inline]
+fn usable() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    let present = *PRESENT.get_or_init(|| {
+        let file = statedir::path().join(shm::FILE_NAME);
+        file.is_file() || {
+            failed(&Error::NotFound(format!(
+                "limiter state file {} does not exist",
+                file.display()
+            )));
+            false
+        }
+    });
+    present && !BROKEN.load(Relaxed)
+}
+
 fn pid() -> i32 {
     match PID.load(Relaxed) {
         0 => {
@@ -100,7 +121,7 @@ pub fn forget_pid() {
 
 /// The limiter's slot for a device UUID; `Err` carries the policy's verdict.
 pub fn device(uuid: &str) -> Result<usize, Verdict> {
-    if BROKEN.load(Relaxed) {
+    if !usable() {
         return Err(policy());
     }
     shm::device_slot(uuid).map_err(|e| failed(&e))
@@ -138,7 +159,7 @@ pub fn give_back(slot: usize, bytes: u64) {
 /// The worker's usage and limit on a device; `None` when it has no limit
 /// there (or the hook is inert or the state unusable).
 pub fn view(uuid: &str) -> Option<(u64, u64)> {
-    if BROKEN.load(Relaxed) {
+    if !usable() {
         return None;
     }
     match shm::worker_usage(worker()?, uuid) {
