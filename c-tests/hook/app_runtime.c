@@ -34,6 +34,13 @@ static int entry(void *h) {
   CHECK(in_hook((void *)gpa), "dlsym(cuGetProcAddress_v2) is the hook's");
   CHECK(get("cuGetProcAddress", VERSION, 0) == (void *)gpa,
         "cuGetProcAddress through itself is the hook's _v2");
+  typedef CUresult (*gpa1_t)(const char *, void **, int, unsigned long long);
+  gpa1_t v1 = (gpa1_t)get("cuGetProcAddress", 11030, 0);
+  CHECK(in_hook((void *)v1) && (void *)v1 != (void *)gpa, "cuGetProcAddress (v1) at 11.3");
+  void *through_v1 = NULL;
+  CHECK(v1("cuMemAlloc", &through_v1, VERSION, 0) == CUDA_SUCCESS &&
+            through_v1 == dlsym(h, "cuMemAlloc_v2"),
+        "the v1 lookup swaps too");
   void *alloc = get("cuMemAlloc", VERSION, 0);
   CHECK(in_hook(alloc) && alloc == dlsym(h, "cuMemAlloc_v2"),
         "cuMemAlloc at 12.8 is the hook's cuMemAlloc_v2, through both ways in");
