@@ -33,6 +33,9 @@ for l in "${libs[@]}"; do
     [ "$soname" = "lib$l.so.$so" ] || fail "lib$l.so.$version has soname '$soname', not lib$l.so.$so"
   fi
 done
+if [ -f hook/hook.mk ]; then
+  [ -f "$lib/libcuda_limiter.so" ] && [ ! -L "$lib/libcuda_limiter.so" ] || fail "libcuda_limiter.so not installed"
+fi
 step "installed ${libs[*]} $version: links, headers, pkg-config files, sonames OK"
 
 # pkg-config finds the .pc files in the DESTDIR staging tree; the sysroot

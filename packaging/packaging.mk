@@ -5,11 +5,12 @@
 # installs libaccelerator.so.$(VERSION) (built for INSTALL_VENDOR) with the
 # links libaccelerator.so -> .so.$(SOVERSION) -> .so.$(VERSION), accelerator.h
 # and accelerator.pc; and likewise liblimiter, limiter.h and limiter.pc when
-# the limiter is part of the tree (limiter/limiter.mk, `make limiter`).
+# the limiter is part of the tree (limiter/limiter.mk, `make limiter`), and the
+# CUDA preload hook libcuda_limiter.so (hook/hook.mk; unversioned, preloaded by path).
 #
 #   make dist
 # writes $(BUILD)/accelerator-$(VERSION).tar.gz: the three vendor builds,
-# liblimiter, headers, relocatable pkg-config files and README.
+# liblimiter, libcuda_limiter, headers, relocatable pkg-config files and README.
 #
 # The version is Cargo.toml's [workspace.package] version, nowhere else.
 
@@ -29,13 +30,16 @@ PATCHELF     ?= patchelf
 SET_SONAME    = $(PATCHELF) --set-soname libaccelerator.so.$(SOVERSION)
 
 HAVE_LIMITER := $(wildcard limiter/limiter.mk)
+# The CUDA preload hook (hook/hook.mk): preloaded by path, no header.
+HAVE_HOOK    := $(wildcard hook/hook.mk)
+HOOK_LIB     := $(if $(HAVE_HOOK),$(BUILD)/libcuda_limiter.so)
 PKG_LIBS     := accelerator $(if $(HAVE_LIMITER),limiter)
 # What each installed library is built from.
 PKG_SRC_accelerator := $(BUILD)/libaccelerator_$(INSTALL_VENDOR).so
 PKG_SRC_limiter     := $(BUILD)/liblimiter.so
 
 .PHONY: install uninstall dist install-test
-install: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
+install: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l))) $(HOOK_LIB)
 	@test -n "$(VERSION)" || { echo "no version in Cargo.toml [workspace.package]"; exit 1; }
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -d $(DESTDIR)$(INCLUDEDIR)/accelerator/v2
@@ -50,6 +54,7 @@ install: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
 	      -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	      packaging/$(l).pc.in > $(DESTDIR)$(PKGCONFIGDIR)/$(l).pc; \
 	  chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/$(l).pc;)
+	$(if $(HOOK_LIB),$(INSTALL) -m 0755 $(HOOK_LIB) $(DESTDIR)$(LIBDIR)/libcuda_limiter.so)
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/accelerator/v2
@@ -57,6 +62,7 @@ uninstall:
 	  rm -f $(DESTDIR)$(LIBDIR)/lib$(l).so $(DESTDIR)$(LIBDIR)/lib$(l).so.$(SOVERSION) \
 	        $(DESTDIR)$(LIBDIR)/lib$(l).so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/$(l).h \
 	        $(DESTDIR)$(PKGCONFIGDIR)/$(l).pc;)
+	rm -f $(DESTDIR)$(LIBDIR)/libcuda_limiter.so
 
 # The tarball is a relocatable prefix: pkg-config files find their own
 # directory (${pcfiledir}); each vendor build sits in lib/<vendor>/ with
@@ -66,7 +72,7 @@ DIST_NAME    := accelerator-$(VERSION)
 DIST_VENDORS := stub nvidia ascend
 DIST_STAGE   := $(BUILD)/dist/$(DIST_NAME)
 dist: $(foreach v,$(DIST_VENDORS),$(BUILD)/libaccelerator_$(v).so) \
-      $(if $(HAVE_LIMITER),$(BUILD)/liblimiter.so)
+      $(if $(HAVE_LIMITER),$(BUILD)/liblimiter.so) $(HOOK_LIB)
 	rm -rf $(BUILD)/dist
 	$(INSTALL) -d $(DIST_STAGE)/include/accelerator/v2 $(DIST_STAGE)/lib/pkgconfig
 	$(INSTALL) -m 0644 $(wildcard include/v2/*.h) $(DIST_STAGE)/include/accelerator/v2/
@@ -86,6 +92,7 @@ dist: $(foreach v,$(DIST_VENDORS),$(BUILD)/libaccelerator_$(v).so) \
 	  $(INSTALL) -m 0755 $(BUILD)/liblimiter.so $(DIST_STAGE)/lib/liblimiter.so.$(VERSION); \
 	  ln -sfn liblimiter.so.$(VERSION) $(DIST_STAGE)/lib/liblimiter.so.$(SOVERSION); \
 	  ln -sfn liblimiter.so.$(SOVERSION) $(DIST_STAGE)/lib/liblimiter.so)
+	$(if $(HOOK_LIB),$(INSTALL) -m 0755 $(HOOK_LIB) $(DIST_STAGE)/lib/libcuda_limiter.so)
 	$(INSTALL) -m 0644 README.md $(DIST_STAGE)/README.md
 	$(if $(wildcard LICENSE*),$(INSTALL) -m 0644 $(wildcard LICENSE*) $(DIST_STAGE)/)
 	echo $(VERSION) > $(DIST_STAGE)/VERSION

@@ -146,3 +146,518 @@ int fake_cuda_state(int pid) {
   int *s = state_of(pid);
   return s ? *s : -1;
 }
+
+/* ==== Device memory, contexts and cuGetProcAddress (the hook's tests) ====
+ *
+ * Two devices with real accounting of their memory: every allocation entry
+ * point takes bytes from its device (CUDA_ERROR_OUT_OF_MEMORY beyond its
+ * total), every free gives them back, and a context reserves CTX_RESERVE
+ * bytes while it exists, as a driver's does. Device 0 is the fake NVML's
+ * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
+ * vendor apply to it; device 1 has no NVML twin.
+ *
+ * cuGetProcAddress[_v2] select like the driver: by base name ("cuMemAlloc"),
+ * the newest variant whose version is <= cudaVersion (cuMemAlloc: the 32-bit
+ * v1 before 3020, _v2 from it; cuCtxCreate: _v2 from 3020, _v3 from 11040),
+ * and the _ptsz variant with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+ * Built with -Wl,-Bsymbolic: the addresses it hands out are its own
+ * functions, never a preloaded library's.
+ *
+ * For the tests: fake_cuda_calls(name) counts calls of one entry point;
+ * fake_cuda_mem(dev, &used, &allocations) reads a device's used bytes and
+ * how many allocations ever reached the driver. */
+#include <pthread.h>
+#include <stdint.h>
+
+enum {
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+};
+enum { CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1 };
+enum {
+  CU_GET_PROC_ADDRESS_SUCCESS = 0,
+  CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+  CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+};
+enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
+
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUctx_st { int dev; } *CUcontext;
+typedef void *CUstream, *CUmemoryPool, *CUarray, *CUmipmappedArray;
+typedef struct { unsigned char bytes[16]; } CUuuid;
+typedef struct { size_t Width, Height; unsigned Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+  size_t Width, Height, Depth;
+  unsigned Format, NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct { unsigned type; int id; } CUmemLocation;
+typedef struct {
+  unsigned type, requestedHandleTypes;
+  CUmemLocation location;
+  void *win32HandleMetaData;
+  unsigned char allocFlags[8];
+} CUmemAllocationProp;
+
+#define NDEV 2
+#define CTX_RESERVE (64ULL << 20)
+#define PITCH_ALIGN 256
+static const unsigned long long dev_total[NDEV] = {51539607552ULL, 25769803776ULL};
+static const CUuuid dev_uuid[NDEV] = {
+    {{0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+      0x11, 0xa4}},
+    {{0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22,
+      0x22, 0xb7}},
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long dev_used[NDEV], allocations, next_address = 1ULL << 40;
+static struct CUctx_st primary[NDEV];
+static _Thread_local CUcontext current;
+
+/* The books survive fork() from a threaded program, as a driver's do. */
+static void lock_books(void) { pthread_mutex_lock(&mu); }
+static void unlock_books(void) { pthread_mutex_unlock(&mu); }
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void install_fork_handlers(void) {
+  pthread_atfork(lock_books, unlock_books, unlock_books);
+}
+
+/* Live allocations: key -> (device, bytes), a linear table. */
+#define MAXBLK 4096
+static struct { unsigned long long key, bytes; int dev, kind; } blk[MAXBLK];
+static int nblk;
+
+/* Call counters by entry point name. */
+#define MAXCOUNT 64
+static struct { const char *name; unsigned long long n; } counts[MAXCOUNT];
+static void count(const char *fn) {
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAXCOUNT; i++)
+    if (!counts[i].name || strcmp(counts[i].name, fn) == 0) {
+      counts[i].name = fn;
+      counts[i].n++;
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+}
+unsigned long long fake_cuda_calls(const char *fn) {
+  unsigned long long n = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAXCOUNT && counts[i].name; i++)
+    if (strcmp(counts[i].name, fn) == 0)
+      n = counts[i].n;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+int fake_cuda_mem(int dev, unsigned long long *used, unsigned long long *allocs) {
+  if (dev < 0 || dev >= NDEV)
+    return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&mu);
+  *used = dev_used[dev];
+  *allocs = allocations;
+  pthread_mutex_unlock(&mu);
+  return CUDA_SUCCESS;
+}
+
+/* Take `bytes` on `dev` for a new object of `kind`; its key in *key (a new
+ * address, or *key itself when `given`). */
+static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned long long *key,
+                        int given) {
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&mu);
+  allocations++;
+  if (bytes == 0)
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (bytes > dev_total[dev] - dev_used[dev] || nblk == MAXBLK)
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  else {
+    if (!given) {
+      *key = next_address;
+      next_address += (bytes + 511) & ~511ULL;
+    }
+    blk[nblk].key = *key;
+    blk[nblk].bytes = bytes;
+    blk[nblk].dev = dev;
+    blk[nblk].kind = kind;
+    nblk++;
+    dev_used[dev] += bytes;
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+static CUresult take(int dev, unsigned long long bytes, int kind, unsigned long long *key) {
+  return take_as(dev, bytes, kind, key, 0);
+}
+static CUresult give(unsigned long long key, int kind) {
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nblk; i++)
+    if (blk[i].key == key && blk[i].kind == kind) {
+      dev_used[blk[i].dev] -= blk[i].bytes;
+      blk[i] = blk[--nblk];
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+static void books_fork_safe(void);
+static CUresult current_dev(int *dev) {
+  books_fork_safe();
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!current)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = current->dev;
+  return CUDA_SUCCESS;
+}
+enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP };
+
+/* Called by every entry point that needs a context (cuInit first). */
+static void books_fork_safe(void) { pthread_once(&fork_once, install_fork_handlers); }
+
+CUresult cuDeviceGetCount(int *n) {
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!n)
+    return CUDA_ERROR_INVALID_VALUE;
+  *n = NDEV;
+  return CUDA_SUCCESS;
+}
+/* The checks of a call that writes `out` about device `d`, in the driver's order. */
+static CUresult device_call(const void *out, CUdevice d) {
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!out)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (d < 0 || d >= NDEV)
+    return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  CUresult r = device_call(d, ordinal);
+  if (r == CUDA_SUCCESS)
+    *d = ordinal;
+  return r;
+}
+static CUresult get_uuid(CUuuid *u, CUdevice d) {
+  CUresult r = device_call(u, d);
+  if (r == CUDA_SUCCESS)
+    *u = dev_uuid[d];
+  return r;
+}
+CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
+CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+  CUresult r = device_call(bytes, d);
+  if (r == CUDA_SUCCESS)
+    *bytes = dev_total[d];
+  return r;
+}
+
+static CUresult ctx_create(CUcontext *c, CUdevice d) {
+  CUresult r = device_call(c, d);
+  if (r != CUDA_SUCCESS)
+    return r;
+  CUcontext ctx = malloc(sizeof *ctx);
+  if (!ctx)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  /* The reservation is found again by the context's address. */
+  unsigned long long key = (uintptr_t)ctx;
+  r = take_as(d, CTX_RESERVE, K_HANDLE, &key, 1);
+  if (r != CUDA_SUCCESS) {
+    free(ctx);
+    return r;
+  }
+  ctx->dev = d;
+  *c = current = ctx;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d) {
+  count(__func__);
+  (void)flags;
+  return ctx_create(c, d);
+}
+CUresult cuCtxCreate_v3(CUcontext *c, void *params, int n, unsigned flags, CUdevice d) {
+  count(__func__);
+  (void)flags;
+  if (n < 0 || (n > 0 && !params))
+    return CUDA_ERROR_INVALID_VALUE;
+  return ctx_create(c, d);
+}
+CUresult cuCtxDestroy_v2(CUcontext c) {
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = give((uintptr_t)c, K_HANDLE);
+  if (r != CUDA_SUCCESS)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (current == c)
+    current = NULL;
+  free(c);
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  CUresult r = device_call(c, d);
+  if (r == CUDA_SUCCESS) {
+    primary[d].dev = d;
+    *c = &primary[d];
+  }
+  return r;
+}
+CUresult cuCtxSetCurrent(CUcontext c) {
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  current = c;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetCurrent(CUcontext *c) {
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!c)
+    return CUDA_ERROR_INVALID_VALUE;
+  *c = current;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice *d) {
+  int dev;
+  if (!d)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  if (r == CUDA_SUCCESS)
+    *d = dev;
+  return r;
+}
+
+/* ---- allocations and frees ---- */
+static CUresult alloc_ptr(const char *fn, CUdeviceptr *p, unsigned long long bytes) {
+  int dev;
+  count(fn);
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  return r != CUDA_SUCCESS ? r : take(dev, bytes, K_PTR, p);
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return alloc_ptr(__func__, p, n); }
+/* The 32-bit v1 ABI (CUDA < 3.2): 32-bit sizes and pointers. */
+CUresult cuMemAlloc(unsigned *p, unsigned n) {
+  CUdeviceptr q;
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = alloc_ptr(__func__, &q, n);
+  if (r == CUDA_SUCCESS)
+    *p = (unsigned)q;
+  return r;
+}
+CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
+  if (flags != 1 && flags != 2) /* CU_MEM_ATTACH_GLOBAL / _HOST */
+    return CUDA_ERROR_INVALID_VALUE;
+  return alloc_ptr(__func__, p, n);
+}
+CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
+  (void)s;
+  return alloc_ptr(__func__, p, n);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) {
+  (void)s;
+  return alloc_ptr(__func__, p, n);
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
+  (void)s;
+  return pool ? alloc_ptr(__func__, p, n) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
+  (void)s;
+  return pool ? alloc_ptr(__func__, p, n) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned elem) {
+  int dev;
+  count(__func__);
+  if (!p || !pitch || (elem != 4 && elem != 8 && elem != 16))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  size_t pt = (w + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+  r = take(dev, (unsigned long long)pt * h, K_PTR, p);
+  if (r == CUDA_SUCCESS)
+    *pitch = pt;
+  return r;
+}
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
+                     unsigned long long flags) {
+  count(__func__);
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!h || !prop || flags || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      prop->location.id < 0 || prop->location.id >= NDEV)
+    return CUDA_ERROR_INVALID_VALUE;
+  return take(prop->location.id, n, K_HANDLE, h);
+}
+static unsigned long long format_bytes(unsigned f) {
+  switch (f) {
+  case 0x01: case 0x08: return 1;
+  case 0x02: case 0x09: case 0x10: return 2;
+  case 0x03: case 0x0a: case 0x20: return 4;
+  default: return 0;
+  }
+}
+static CUresult alloc_array(const char *fn, void **a, size_t w, size_t h, size_t d, unsigned f,
+                            unsigned ch, unsigned levels, int kind) {
+  int dev;
+  unsigned long long key, bytes = 0;
+  count(fn);
+  if (!a || !format_bytes(f) || (ch != 1 && ch != 2 && ch != 4) || levels == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  for (unsigned l = 0; l < levels; l++) {
+    size_t lw = w >> l ? w >> l : 1, lh = h ? (h >> l ? h >> l : 1) : 1,
+           ld = d ? (d >> l ? d >> l : 1) : 1;
+    bytes += (unsigned long long)lw * lh * ld * format_bytes(f) * ch;
+  }
+  r = take(dev, bytes, kind, &key);
+  if (r == CUDA_SUCCESS)
+    *a = (void *)(uintptr_t)key;
+  return r;
+}
+CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d) {
+  if (!d)
+    return CUDA_ERROR_INVALID_VALUE;
+  return alloc_array(__func__, a, d->Width, d->Height, 0, d->Format, d->NumChannels, 1, K_ARRAY);
+}
+CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+  if (!d)
+    return CUDA_ERROR_INVALID_VALUE;
+  return alloc_array(__func__, a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1,
+                     K_ARRAY);
+}
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                unsigned levels) {
+  if (!d)
+    return CUDA_ERROR_INVALID_VALUE;
+  return alloc_array(__func__, a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels,
+                     levels, K_MIPMAP);
+}
+CUresult cuMemFree_v2(CUdeviceptr p) { count(__func__); return give(p, K_PTR); }
+CUresult cuMemFree(unsigned p) { count(__func__); return give(p, K_PTR); }
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; count(__func__); return give(p, K_PTR); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
+  (void)s;
+  count(__func__);
+  return give(p, K_PTR);
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle h) { count(__func__); return give(h, K_HANDLE); }
+CUresult cuArrayDestroy(CUarray a) { count(__func__); return give((uintptr_t)a, K_ARRAY); }
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
+  count(__func__);
+  return give((uintptr_t)a, K_MIPMAP);
+}
+CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+  int dev;
+  if (!free_ || !total)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  pthread_mutex_lock(&mu);
+  *total = dev_total[dev];
+  *free_ = dev_total[dev] - dev_used[dev];
+  pthread_mutex_unlock(&mu);
+  return CUDA_SUCCESS;
+}
+/* The 32-bit v1 ABI. */
+CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
+  size_t f, t;
+  if (!free_ || !total)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = cuMemGetInfo_v2(&f, &t);
+  *free_ = f > 0xffffffffu ? 0xffffffffu : (unsigned)f;
+  *total = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
+  return r;
+}
+
+/* ---- cuGetProcAddress ---- */
+CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
+CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
+
+#define PT 1 /* the per-thread-default-stream variant */
+static const struct { const char *name; void *fn; int since, pt; } procs[] = {
+    {"cuInit", (void *)cuInit, 2000, 0},
+    {"cuDriverGetVersion", (void *)cuDriverGetVersion, 2020, 0},
+    {"cuGetErrorName", (void *)cuGetErrorName, 6000, 0},
+    {"cuGetProcAddress", (void *)cuGetProcAddress, 11030, 0},
+    {"cuGetProcAddress", (void *)cuGetProcAddress_v2, 12000, 0},
+    {"cuDeviceGet", (void *)cuDeviceGet, 2000, 0},
+    {"cuDeviceGetCount", (void *)cuDeviceGetCount, 2000, 0},
+    {"cuDeviceGetUuid", (void *)cuDeviceGetUuid, 9020, 0},
+    {"cuDeviceGetUuid", (void *)cuDeviceGetUuid_v2, 11040, 0},
+    {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2, 3020, 0},
+    {"cuCtxCreate", (void *)cuCtxCreate_v2, 3020, 0},
+    {"cuCtxCreate", (void *)cuCtxCreate_v3, 11040, 0},
+    {"cuCtxDestroy", (void *)cuCtxDestroy_v2, 4000, 0},
+    {"cuCtxSetCurrent", (void *)cuCtxSetCurrent, 4000, 0},
+    {"cuCtxGetCurrent", (void *)cuCtxGetCurrent, 4000, 0},
+    {"cuCtxGetDevice", (void *)cuCtxGetDevice, 2000, 0},
+    {"cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain, 7000, 0},
+    {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
+    {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
+    {"cuMemAllocPitch", (void *)cuMemAllocPitch_v2, 3020, 0},
+    {"cuMemAllocManaged", (void *)cuMemAllocManaged, 6000, 0},
+    {"cuMemAllocAsync", (void *)cuMemAllocAsync, 11020, 0},
+    {"cuMemAllocAsync", (void *)cuMemAllocAsync_ptsz, 11020, PT},
+    {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync, 11020, 0},
+    {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync_ptsz, 11020, PT},
+    {"cuMemCreate", (void *)cuMemCreate, 10020, 0},
+    {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
+    {"cuArrayCreate", (void *)cuArrayCreate_v2, 3020, 0},
+    {"cuArray3DCreate", (void *)cuArray3DCreate_v2, 3020, 0},
+    {"cuArrayDestroy", (void *)cuArrayDestroy, 2000, 0},
+    {"cuMipmappedArrayCreate", (void *)cuMipmappedArrayCreate, 5000, 0},
+    {"cuMipmappedArrayDestroy", (void *)cuMipmappedArrayDestroy, 5000, 0},
+    {"cuMemFree", (void *)cuMemFree, 2000, 0},
+    {"cuMemFree", (void *)cuMemFree_v2, 3020, 0},
+    {"cuMemFreeAsync", (void *)cuMemFreeAsync, 11020, 0},
+    {"cuMemFreeAsync", (void *)cuMemFreeAsync_ptsz, 11020, PT},
+    {"cuMemGetInfo", (void *)cuMemGetInfo, 2000, 0},
+    {"cuMemGetInfo", (void *)cuMemGetInfo_v2, 3020, 0},
+};
+
+static CUresult lookup(const char *symbol, void **pfn, int version, unsigned long long flags,
+                       int *status) {
+  int found = -1, named = 0;
+  if (!symbol || !pfn)
+    return CUDA_ERROR_INVALID_VALUE;
+  int pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+    if (strcmp(procs[i].name, symbol) != 0)
+      continue;
+    named = 1;
+    if (procs[i].since > version)
+      continue;
+    /* The newest version; of equal versions, the stream variant the flags ask for. */
+    if (found < 0 || procs[i].since > procs[found].since ||
+        (procs[i].since == procs[found].since && procs[i].pt == pt))
+      found = (int)i;
+  }
+  *pfn = found >= 0 ? procs[found].fn : NULL;
+  if (status)
+    *status = found >= 0 ? CU_GET_PROC_ADDRESS_SUCCESS
+              : named    ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                         : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return found >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
+  count(__func__);
+  return lookup(symbol, pfn, version, flags, NULL);
+}
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                             unsigned long long flags, int *status) {
+  count(__func__);
+  return lookup(symbol, pfn, version, flags, status);
+}
+/* ==== end of the hook's block ==== */

@@ -7,9 +7,10 @@ $(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/nvml.c
 	@mkdir -p $(NVIDIA_FAKES)
 	$(CC) $(CFLAGS) -shared -fPIC -o $@ $<
 
+# -Bsymbolic as a real driver: the addresses it hands out are its own.
 $(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda.c
 	@mkdir -p $(NVIDIA_FAKES)
-	$(CC) $(CFLAGS) -shared -fPIC -o $@ $<
+	$(CC) $(CFLAGS) -shared -fPIC -Wl,-Bsymbolic -Wl,-soname,libcuda.so.1 -o $@ $< -lpthread
 
 $(BUILD)/c-tests/test_nvidia: c-tests/test_nvidia.c c-tests/test_util.h include/accelerator.h
 	@mkdir -p $(BUILD)/c-tests

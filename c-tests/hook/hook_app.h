@@ -1,0 +1,484 @@
+/* The three test apps of the hook library share their scenarios: each app
+ * reaches the (fake) driver its own way, fills an `api`, and calls
+ * app_main. Run under LD_PRELOAD=libcuda_limiter.so with
+ * ACCELERATOR_WORKER_ID set; the worker's limit on device 0 is argv[2].
+ *
+ *   limit L            allocations up to L succeed, the next is refused with
+ *                      the driver never asked, frees give back exactly, and
+ *                      cuMemGetInfo_v2 / cuDeviceTotalMem_v2 show the partition
+ *   paths L            the same for every allocation entry point
+ *   multi L            device 1 (no limit) is not held to device 0's limit
+ *   null L             NULL out-pointers reach the driver as they came
+ *   try L B RC FREE    allocate B: expect RC, then cuMemGetInfo free == FREE
+ *   hold L B           allocate B, print "held", wait for EOF on stdin
+ *   threads L          16 threads allocate and free at random: never above L
+ *   fork L             a forked child is a process of its own
+ *   nvml L             nvmlDeviceGetMemoryInfo[_v2] show the partition
+ *   dual L LIBLIMITER  liblimiter.so in the same process counts it once
+ */
+#ifndef HOOK_APP_H
+#define HOOK_APP_H
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test_util.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef void *CUcontext, *CUstream, *CUmemoryPool, *CUarray, *CUmipmappedArray;
+typedef struct { size_t Width, Height; unsigned Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+  size_t Width, Height, Depth;
+  unsigned Format, NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct {
+  unsigned type, requestedHandleTypes;
+  struct { unsigned type; int id; } location;
+  void *win32HandleMetaData;
+  unsigned char allocFlags[8];
+} CUmemAllocationProp;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CU_AD_FORMAT_FLOAT = 0x20,
+  CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  CU_MEM_ATTACH_GLOBAL = 1,
+};
+
+typedef struct {
+  CUresult (*Init)(unsigned);
+  CUresult (*CtxCreate)(CUcontext *, unsigned, CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemGetInfo)(size_t *, size_t *);
+  CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+  CUresult (*MemAllocManaged)(CUdeviceptr *, size_t, unsigned);
+  CUresult (*MemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*MemAllocFromPoolAsync)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*MemAllocPitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+  CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                        unsigned long long);
+  CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+  CUresult (*ArrayCreate)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+  CUresult (*Array3DCreate)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+  CUresult (*ArrayDestroy)(CUarray);
+  CUresult (*MipmappedArrayCreate)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *,
+                                   unsigned);
+  CUresult (*MipmappedArrayDestroy)(CUmipmappedArray);
+  /* The fake driver's own books. */
+  unsigned long long (*fake_calls)(const char *);
+  int (*fake_mem)(int, unsigned long long *, unsigned long long *);
+  /* The name of the async allocation the fake should see ("cuMemAllocAsync_ptsz"
+   * when the app asked for per-thread-stream variants). */
+  const char *async_name;
+} api_t;
+
+static api_t A;
+
+#define EXPECT(call, expected)                                                 \
+  do {                                                                         \
+    int rc_ = (int)(call);                                                     \
+    CHECK(rc_ == (int)(expected), "%s returned %d, expected %d", #call, rc_,   \
+          (int)(expected));                                                    \
+  } while (0)
+
+#define MIB (1024ull * 1024ull)
+
+static unsigned long long driver_allocs(void) {
+  unsigned long long used, n;
+  A.fake_mem(0, &used, &n);
+  return n;
+}
+
+static unsigned long long driver_used(int dev) {
+  unsigned long long used, n;
+  A.fake_mem(dev, &used, &n);
+  return used;
+}
+
+static size_t info_free(void) {
+  size_t f = 0, t = 0;
+  CUresult r = A.MemGetInfo(&f, &t);
+  CHECK(r == CUDA_SUCCESS, "cuMemGetInfo_v2: %d", r);
+  return f;
+}
+
+static void context(int dev) {
+  CUcontext c;
+  EXPECT(A.CtxCreate(&c, 0, dev), CUDA_SUCCESS);
+}
+
+/* A refused allocation: OUT_OF_MEMORY with the driver never asked. */
+#define REFUSED(call)                                                          \
+  do {                                                                         \
+    unsigned long long before_ = driver_allocs();                              \
+    EXPECT(call, CUDA_ERROR_OUT_OF_MEMORY);                      \
+    CHECK(driver_allocs() == before_, "%s reached the driver", #call);         \
+  } while (0)
+
+static void scenario_limit(unsigned long long L) {
+  context(0);
+  size_t f = 0, t = 0;
+  EXPECT(A.MemGetInfo(&f, &t), CUDA_SUCCESS);
+  CHECK(t == L && f == L, "partition before: free %zu total %zu (limit %llu)", f, t, L);
+  EXPECT(A.DeviceTotalMem(&t, 0), CUDA_SUCCESS);
+  CHECK(t == L, "cuDeviceTotalMem_v2 %zu, limit %llu", t, L);
+  EXPECT(A.DeviceTotalMem(&t, 1), CUDA_SUCCESS);
+  CHECK(t == 25769803776ULL, "device 1 (no limit) keeps its total: %zu", t);
+
+  CUdeviceptr p[4];
+  unsigned long long base = driver_used(0);
+  for (int i = 0; i < 4; i++)
+    EXPECT(A.MemAlloc(&p[i], L / 4), CUDA_SUCCESS);
+  CHECK(driver_used(0) - base == L, "the driver holds the limit: %llu", driver_used(0) - base);
+  CHECK(info_free() == 0, "free at the limit: %zu", info_free());
+  CUdeviceptr q;
+  REFUSED(A.MemAlloc(&q, 1));
+  EXPECT(A.MemFree(p[2]), CUDA_SUCCESS);
+  CHECK(info_free() == L / 4, "a free gives back exactly: %zu", info_free());
+  REFUSED(A.MemAlloc(&q, L / 4 + 1));
+  EXPECT(A.MemAlloc(&p[2], L / 4), CUDA_SUCCESS);
+  for (int i = 0; i < 4; i++)
+    EXPECT(A.MemFree(p[i]), CUDA_SUCCESS);
+  CHECK(info_free() == L, "all freed: free %zu", info_free());
+  CHECK(driver_used(0) == base, "the driver's books agree");
+  /* A driver failure gives the charge back. */
+  EXPECT(A.MemAllocManaged(&q, L / 2, 7), CUDA_ERROR_INVALID_VALUE);
+  CHECK(info_free() == L, "a failed allocation costs nothing: %zu", info_free());
+  EXPECT(A.MemFree(p[0]), CUDA_ERROR_INVALID_VALUE);
+  CHECK(info_free() == L, "a failed free changes nothing: %zu", info_free());
+}
+
+/* Allocate `n` through one entry point: one fits, a second does not. */
+#define PATH(name, alloc1, alloc2, release)                                    \
+  do {                                                                         \
+    unsigned long long before_ = driver_used(0);                               \
+    EXPECT(alloc1, CUDA_SUCCESS);                                \
+    CHECK(info_free() == L - (driver_used(0) - before_),                       \
+          name ": the partition shows what the driver took (%zu)", info_free());\
+    REFUSED(alloc2);                                                           \
+    EXPECT(release, CUDA_SUCCESS);                               \
+    CHECK(info_free() == L, name ": the free gave back exactly (%zu)", info_free());\
+  } while (0)
+
+static void scenario_paths(unsigned long long L) {
+  context(0);
+  size_t n = (size_t)(L * 3 / 4), pitch = 0;
+  CUdeviceptr p, q;
+  CUmemGenericAllocationHandle h, h2;
+  CUarray a, a2;
+  CUmipmappedArray m, m2;
+  int dummy_pool;
+  CUmemAllocationProp prop = {CU_MEM_ALLOCATION_TYPE_PINNED, 0, {CU_MEM_LOCATION_TYPE_DEVICE, 0},
+                              NULL, {0}};
+  CUDA_ARRAY_DESCRIPTOR ad = {n / 4, 0, CU_AD_FORMAT_FLOAT, 1};
+  CUDA_ARRAY3D_DESCRIPTOR a3 = {n / 16 / 4, 4, 4, CU_AD_FORMAT_FLOAT, 1, 0};
+  /* Three levels of W x 4 floats: 16W + 4W + W bytes. */
+  CUDA_ARRAY3D_DESCRIPTOR mm = {n / 21, 4, 0, CU_AD_FORMAT_FLOAT, 1, 0};
+  PATH("cuMemAlloc_v2", A.MemAlloc(&p, n), A.MemAlloc(&q, n), A.MemFree(p));
+  PATH("cuMemAllocManaged", A.MemAllocManaged(&p, n, CU_MEM_ATTACH_GLOBAL),
+       A.MemAllocManaged(&q, n, CU_MEM_ATTACH_GLOBAL), A.MemFree(p));
+  unsigned long long async_before = A.fake_calls(A.async_name);
+  PATH("cuMemAllocAsync", A.MemAllocAsync(&p, n, NULL), A.MemAllocAsync(&q, n, NULL),
+       A.MemFreeAsync(p, NULL));
+  CHECK(A.fake_calls(A.async_name) == async_before + 1, "the driver ran %s once", A.async_name);
+  PATH("cuMemAllocFromPoolAsync", A.MemAllocFromPoolAsync(&p, n, &dummy_pool, NULL),
+       A.MemAllocFromPoolAsync(&q, n, &dummy_pool, NULL), A.MemFree(p));
+  PATH("cuMemAllocPitch_v2", A.MemAllocPitch(&p, &pitch, 1000, n / 1024, 4),
+       A.MemAllocPitch(&q, &pitch, 1000, n / 1024, 4), A.MemFree(p));
+  CHECK(pitch == 1024, "the driver's pitch: %zu", pitch);
+  PATH("cuMemCreate", A.MemCreate(&h, n, &prop, 0), A.MemCreate(&h2, n, &prop, 0),
+       A.MemRelease(h));
+  PATH("cuArrayCreate_v2", A.ArrayCreate(&a, &ad), A.ArrayCreate(&a2, &ad), A.ArrayDestroy(a));
+  PATH("cuArray3DCreate_v2", A.Array3DCreate(&a, &a3), A.Array3DCreate(&a2, &a3),
+       A.ArrayDestroy(a));
+  PATH("cuMipmappedArrayCreate", A.MipmappedArrayCreate(&m, &mm, 3),
+       A.MipmappedArrayCreate(&m2, &mm, 3), A.MipmappedArrayDestroy(m));
+}
+
+static void scenario_multi(unsigned long long L) {
+  CUcontext c0, c1;
+  CUdeviceptr p0, p1, q;
+  EXPECT(A.CtxCreate(&c0, 0, 0), CUDA_SUCCESS);
+  EXPECT(A.CtxCreate(&c1, 0, 1), CUDA_SUCCESS);
+  /* Device 1 is current: no limit there. */
+  EXPECT(A.MemAlloc(&p1, 2 * L), CUDA_SUCCESS);
+  size_t f, t;
+  EXPECT(A.MemGetInfo(&f, &t), CUDA_SUCCESS);
+  CHECK(t == 25769803776ULL, "device 1 shows the driver's total: %zu", t);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  REFUSED(A.MemAlloc(&q, L + 1));
+  EXPECT(A.MemAlloc(&p0, L), CUDA_SUCCESS);
+  CHECK(info_free() == 0, "device 0 is full: %zu", info_free());
+  /* cuMemCreate names its device: device 1 from a device-0 context. */
+  CUmemAllocationProp prop = {CU_MEM_ALLOCATION_TYPE_PINNED, 0, {CU_MEM_LOCATION_TYPE_DEVICE, 1},
+                              NULL, {0}};
+  CUmemGenericAllocationHandle h;
+  EXPECT(A.MemCreate(&h, L, &prop, 0), CUDA_SUCCESS);
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  EXPECT(A.MemFree(p0), CUDA_SUCCESS);
+  EXPECT(A.MemFree(p1), CUDA_SUCCESS);
+  CHECK(info_free() == L, "all given back: %zu", info_free());
+}
+
+static void scenario_null(unsigned long long L) {
+  context(0);
+  size_t f;
+  EXPECT(A.MemAlloc(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(A.MemAlloc(NULL, 2 * L), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(A.MemGetInfo(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(A.MemGetInfo(&f, NULL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(A.DeviceTotalMem(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(A.ArrayCreate(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(A.MemCreate(NULL, 16, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK(info_free() == L, "nothing was charged: %zu", info_free());
+}
+
+static void scenario_try(unsigned long long bytes, int want_rc, unsigned long long want_free) {
+  context(0);
+  CUdeviceptr p;
+  EXPECT(A.MemAlloc(&p, bytes), want_rc);
+  CHECK(info_free() == want_free, "free %zu, expected %llu", info_free(), want_free);
+  if (want_rc == CUDA_SUCCESS)
+    EXPECT(A.MemFree(p), CUDA_SUCCESS);
+}
+
+static void scenario_hold(unsigned long long bytes) {
+  context(0);
+  CUdeviceptr p;
+  EXPECT(A.MemAlloc(&p, bytes), CUDA_SUCCESS);
+  printf("held\n");
+  fflush(stdout);
+  char buf[16];
+  while (read(0, buf, sizeof buf) > 0) {
+  }
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+}
+
+/* ---- threads ---- */
+static unsigned long long T_limit, T_base;
+static _Atomic unsigned long long T_held, T_refused, T_over;
+static CUcontext T_ctx;
+
+static void *thread_main(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
+  CUdeviceptr live[8];
+  unsigned long long size[8];
+  int n = 0, rounds = test_quick() ? 200 : 2000;
+  A.CtxSetCurrent(T_ctx);
+  for (int i = 0; i < rounds; i++) {
+    seed = seed * 1103515245u + 12345u;
+    if (n < 8 && (n == 0 || (seed >> 16) % 3 != 0)) {
+      unsigned long long s = (1 + (seed >> 8) % 64) * (T_limit / 256);
+      CUresult r = A.MemAlloc(&live[n], s);
+      if (r == CUDA_SUCCESS) {
+        unsigned long long h = atomic_fetch_add(&T_held, s) + s;
+        if (h > T_limit || driver_used(0) - T_base > T_limit)
+          atomic_fetch_add(&T_over, 1);
+        size[n++] = s;
+      } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        atomic_fetch_add(&T_refused, 1);
+      } else {
+        CHECK(0, "cuMemAlloc_v2 in a thread: %d", r);
+      }
+    } else {
+      int k = (int)((seed >> 4) % (unsigned)n);
+      /* Subtract before the free: the bytes may be taken again at once. */
+      atomic_fetch_sub(&T_held, size[k]);
+      CHECK(A.MemFree(live[k]) == CUDA_SUCCESS, "cuMemFree_v2 in a thread");
+      live[k] = live[--n];
+      size[k] = size[n];
+    }
+  }
+  while (n > 0) {
+    atomic_fetch_sub(&T_held, size[n - 1]);
+    CHECK(A.MemFree(live[--n]) == CUDA_SUCCESS, "cuMemFree_v2 in a thread");
+  }
+  return NULL;
+}
+
+static void scenario_threads(unsigned long long L) {
+  pthread_t t[16];
+  T_limit = L;
+  EXPECT(A.CtxCreate(&T_ctx, 0, 0), CUDA_SUCCESS);
+  T_base = driver_used(0);
+  for (int i = 0; i < 16; i++)
+    pthread_create(&t[i], NULL, thread_main, (void *)(uintptr_t)(i + 1));
+  for (int i = 0; i < 16; i++)
+    pthread_join(t[i], NULL);
+  CHECK(atomic_load(&T_over) == 0, "the threads held more than the limit %llu times",
+        (unsigned long long)atomic_load(&T_over));
+  CHECK(atomic_load(&T_refused) > 0, "the limit was reached (%llu refusals)",
+        (unsigned long long)atomic_load(&T_refused));
+  CHECK(info_free() == L, "everything given back: free %zu of %llu", info_free(), L);
+}
+
+static _Atomic int F_stop;
+static CUcontext F_ctx;
+
+/* Allocates and frees while the main thread forks. */
+static void *busy(void *arg) {
+  (void)arg;
+  CUdeviceptr p;
+  A.CtxSetCurrent(F_ctx);
+  while (!atomic_load(&F_stop))
+    if (A.MemAlloc(&p, 4096) == CUDA_SUCCESS)
+      A.MemFree(p);
+  return NULL;
+}
+
+static void scenario_fork(unsigned long long L) {
+  CUdeviceptr p, q;
+  EXPECT(A.CtxCreate(&F_ctx, 0, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAlloc(&p, L / 2), CUDA_SUCCESS);
+  pthread_t t;
+  pthread_create(&t, NULL, busy, NULL);
+  usleep(1000);
+  fflush(NULL);
+  pid_t child = fork();
+  if (child != 0) {
+    atomic_store(&F_stop, 1);
+    pthread_join(t, NULL);
+  }
+  if (child == 0) {
+    /* Its own process (forked from a thread in the middle of allocating):
+     * its allocations are its own, its parent's stay. */
+    /* The parent's busy thread, still running, has 4 KiB out or not. */
+    size_t f = info_free();
+    CHECK(f == L / 2 || f == L / 2 - 4096, "the child sees its worker's usage: %zu", f);
+    EXPECT(A.MemAlloc(&q, L / 4), CUDA_SUCCESS);
+    REFUSED(A.MemAlloc(&q, L / 2));
+    /* The parent's pointer is not the child's to give back. */
+    A.MemFree(p);
+    f = info_free();
+    CHECK(f == L / 4 || f == L / 4 - 4096, "the child's books: %zu", f);
+    _exit(test_summary());
+  }
+  int st;
+  waitpid(child, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's checks passed");
+  /* The child died holding L/4: its worker gets it back when needed (the
+   * limiter sweeps a worker's dead processes at most once a millisecond,
+   * and the child's refusal just did). */
+  usleep(2000);
+  EXPECT(A.MemAlloc(&q, L / 2), CUDA_SUCCESS);
+  EXPECT(A.MemFree(q), CUDA_SUCCESS);
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  CHECK(info_free() == L, "all given back: %zu", info_free());
+}
+
+/* NVML's memory info shows the partition too (nvidia-smi, pynvml). The fake
+ * NVML's device 1 is the fake driver's device 0. */
+static void scenario_nvml(unsigned long long L) {
+  typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+  typedef struct { unsigned version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
+  context(0);
+  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  CHECK(nv != NULL, "dlopen libnvidia-ml.so.1: %s", dlerror());
+  if (!nv)
+    return;
+  int (*init)(void) = (int (*)(void))dlsym(nv, "nvmlInit_v2");
+  int (*by_index)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(
+      nv, "nvmlDeviceGetHandleByIndex_v2");
+  int (*info)(void *, nvmlMemory_t *) = (int (*)(void *, nvmlMemory_t *))dlsym(
+      nv, "nvmlDeviceGetMemoryInfo");
+  int (*info2)(void *, nvmlMemory_v2_t *) = (int (*)(void *, nvmlMemory_v2_t *))dlsym(
+      nv, "nvmlDeviceGetMemoryInfo_v2");
+  void *a40, *h100;
+  CHECK(init && by_index && info && info2 && init() == 0 && by_index(1, &a40) == 0 &&
+            by_index(0, &h100) == 0,
+        "the fake NVML");
+  CUdeviceptr p;
+  EXPECT(A.MemAlloc(&p, L / 4), CUDA_SUCCESS);
+  nvmlMemory_t m;
+  nvmlMemory_v2_t m2 = {(unsigned)sizeof(nvmlMemory_v2_t) | 2u << 24, 0, 0, 0, 0};
+  CHECK(info(a40, &m) == 0 && m.total == L && m.free == L - L / 4 && m.used == L / 4,
+        "nvmlDeviceGetMemoryInfo: total %llu free %llu used %llu", m.total, m.free, m.used);
+  CHECK(info2(a40, &m2) == 0 && m2.total == L && m2.free == L - L / 4 &&
+            m2.used + m2.reserved == L / 4,
+        "nvmlDeviceGetMemoryInfo_v2: total %llu free %llu used %llu", m2.total, m2.free, m2.used);
+  CHECK(info(h100, &m) == 0 && m.total == 85899345920ULL,
+        "a device without a limit keeps the driver's figures (%llu)", m.total);
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+}
+
+/* liblimiter.so loaded beside the hook: one process in the limiter's books. */
+static void scenario_dual(unsigned long long L, const char *liblimiter) {
+  typedef struct {
+    char deviceUUID[64];
+    int64_t bytesDiff;
+    _Bool shouldBlock;
+    uint64_t availableBytes;
+  } MemoryOpRecord;
+  context(0);
+  void *lim = dlopen(liblimiter, RTLD_NOW | RTLD_LOCAL);
+  CHECK(lim != NULL, "dlopen %s: %s", liblimiter, dlerror());
+  if (!lim)
+    return;
+  int (*record)(const char *, const char *, int64_t, MemoryOpRecord *) =
+      (int (*)(const char *, const char *, int64_t, MemoryOpRecord *))dlsym(
+          lim, "CheckAndRecordMemoryOps");
+  CUdeviceptr p;
+  EXPECT(A.MemAlloc(&p, L / 2), CUDA_SUCCESS);
+  /* Had liblimiter registered this process again, this slot would hold 0
+   * bytes and the free below would be refused as an overdraft. */
+  char me[32];
+  MemoryOpRecord rec;
+  snprintf(me, sizeof me, "%d", (int)getpid());
+  CHECK(record(me, "GPU-11111111-1111-1111-1111-1111111111a4", -(int64_t)(L / 2), &rec) == 0,
+        "liblimiter sees the hook's bytes under this process");
+  CHECK(info_free() == L, "the worker's usage moved once: %zu", info_free());
+  CHECK(record(me, "GPU-11111111-1111-1111-1111-1111111111a4", (int64_t)(L / 2), &rec) == 0 &&
+            !rec.shouldBlock,
+        "and back");
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  CHECK(info_free() == L, "all given back: %zu", info_free());
+}
+
+static int app_main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s SCENARIO LIMIT [ARGS]\n", argv[0]);
+    return 2;
+  }
+  unsigned long long L = strtoull(argv[2], NULL, 0);
+  EXPECT(A.Init(0), CUDA_SUCCESS);
+  const char *s = argv[1];
+  if (strcmp(s, "limit") == 0)
+    scenario_limit(L);
+  else if (strcmp(s, "paths") == 0)
+    scenario_paths(L);
+  else if (strcmp(s, "multi") == 0)
+    scenario_multi(L);
+  else if (strcmp(s, "null") == 0)
+    scenario_null(L);
+  else if (strcmp(s, "try") == 0 && argc == 6)
+    scenario_try(strtoull(argv[3], NULL, 0), atoi(argv[4]), strtoull(argv[5], NULL, 0));
+  else if (strcmp(s, "hold") == 0 && argc == 4)
+    scenario_hold(strtoull(argv[3], NULL, 0));
+  else if (strcmp(s, "threads") == 0)
+    scenario_threads(L);
+  else if (strcmp(s, "fork") == 0)
+    scenario_fork(L);
+  else if (strcmp(s, "nvml") == 0)
+    scenario_nvml(L);
+  else if (strcmp(s, "dual") == 0 && argc == 4)
+    scenario_dual(L, argv[3]);
+  else {
+    fprintf(stderr, "unknown scenario %s\n", s);
+    return 2;
+  }
+  return test_summary();
+}
+
+#endif

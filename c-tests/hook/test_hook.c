@@ -1,0 +1,203 @@
+/* The hook library's tests: run the three apps (runtime-like, Triton-like,
+ * directly linked) under LD_PRELOAD=libcuda_limiter.so against the fake
+ * driver, with limits set as the hypervisor sets them (SetMemHardLimit
+ * through libaccelerator.so, nvidia vendor on the fake NVML, whose A40 is
+ * the fake driver's device 0).
+ *
+ * Usage: test_hook LIBACCELERATOR HOOK LIBLIMITER APP...
+ * The environment (Makefile) picks the vendor, its fake libraries, the
+ * state directory and LD_LIBRARY_PATH for libcuda.so.1. Run it directly
+ * and inside `unshare --pid --fork --mount-proc`. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test_util.h"
+
+#define MIB (1024ull * 1024ull)
+#define LIMIT (256 * MIB)
+#define UUID0 "GPU-11111111-1111-1111-1111-1111111111a4"
+/* The fake device 0 after one context (64 MiB). */
+#define DRIVER_FREE (51539607552ULL - 64 * MIB)
+
+static const char *hook;
+static int (*set_limit)(const char *, const char *, uint64_t);
+
+/* Start `app args...` as worker `worker` (NULL: none) with the hook
+ * preloaded; stdin/stdout/stderr redirected to the fds given (-1: keep). */
+static pid_t spawn(const char *worker, int in, int out, int err, char *const argv[]) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("LD_PRELOAD", hook, 1);
+    if (worker)
+      setenv("ACCELERATOR_WORKER_ID", worker, 1);
+    else
+      unsetenv("ACCELERATOR_WORKER_ID");
+    if (in >= 0)
+      dup2(in, 0);
+    if (out >= 0)
+      dup2(out, 1);
+    if (err >= 0)
+      dup2(err, 2);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static int wait_status(pid_t pid) {
+  int st;
+  if (waitpid(pid, &st, 0) != pid)
+    return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char limit_text[32];
+
+/* Run one scenario of `app` as `worker`; its exit status. */
+static int run(const char *app, const char *worker, const char *scenario, const char *a3,
+               const char *a4, const char *a5) {
+  char *argv[] = {(char *)app, (char *)scenario, limit_text, (char *)a3, (char *)a4, (char *)a5,
+                  NULL};
+  return wait_status(spawn(worker, -1, -1, -1, argv));
+}
+
+static void new_worker(char *w, size_t n, const char *app, const char *what) {
+  const char *base = strrchr(app, '/');
+  snprintf(w, n, "%s-%s", base ? base + 1 : app, what);
+  CHECK(set_limit(w, UUID0, LIMIT) == 0, "SetMemHardLimit(%s)", w);
+}
+
+static void scenarios(const char *app, const char *liblimiter, int runtime) {
+  static const char *const each[] = {"limit", "paths", "multi", "null", "threads", "fork"};
+  char w[64];
+  for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) {
+    new_worker(w, sizeof w, app, each[i]);
+    CHECK(run(app, w, each[i], NULL, NULL, NULL) == 0, "%s %s", app, each[i]);
+  }
+  if (runtime) {
+    new_worker(w, sizeof w, app, "entry");
+    CHECK(run(app, w, "entry", NULL, NULL, NULL) == 0, "%s entry", app);
+    new_worker(w, sizeof w, app, "nvml");
+    CHECK(run(app, w, "nvml", NULL, NULL, NULL) == 0, "%s nvml", app);
+    new_worker(w, sizeof w, app, "dual");
+    CHECK(run(app, w, "dual", liblimiter, NULL, NULL) == 0, "%s dual", app);
+  }
+}
+
+static char *num(char *buf, unsigned long long v) {
+  sprintf(buf, "%llu", v);
+  return buf;
+}
+
+/* Two processes of one worker share its limit; a SIGKILLed one's bytes
+ * come back to the worker. */
+static void shared_limit(const char *app) {
+  char w[64], b1[32], b2[32];
+  new_worker(w, sizeof w, app, "share");
+  int in[2], out[2];
+  if (pipe(in) || pipe(out)) {
+    CHECK(0, "pipe");
+    return;
+  }
+  char *argv[] = {(char *)app, "hold", limit_text, num(b1, LIMIT * 3 / 4), NULL};
+  pid_t holder = spawn(w, in[0], out[1], -1, argv);
+  close(in[0]);
+  close(out[1]);
+  char line[16] = {0};
+  CHECK(read(out[0], line, sizeof line - 1) > 0 && strncmp(line, "held", 4) == 0,
+        "%s: the first process holds 3/4 of the limit", app);
+  CHECK(run(app, w, "try", num(b1, LIMIT / 2), "2", num(b2, LIMIT / 4)) == 0,
+        "%s: a second process is refused past the shared limit", app);
+  CHECK(run(app, w, "try", num(b1, LIMIT / 4), "0", "0") == 0,
+        "%s: and may take exactly what is left", app);
+  kill(holder, SIGKILL);
+  CHECK(wait_status(holder) == 128 + SIGKILL, "the holder was killed");
+  close(in[1]);
+  close(out[0]);
+  CHECK(run(app, w, "try", num(b1, LIMIT / 2), "0", num(b2, LIMIT / 2)) == 0,
+        "%s: a SIGKILLed process's bytes come back to its worker", app);
+}
+
+/* A corrupt or missing state file: fail-open with one warning, or fail-closed. */
+static void bad_state(const char *app) {
+  char dir[] = "/tmp/hook-corrupt.XXXXXX", path[128], b1[32], b2[32];
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  chmod(dir, 0700);
+  snprintf(path, sizeof path, "%s/limiter.shm", dir);
+  int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  CHECK(fd >= 0 && write(fd, "not a limiter state file", 24) == 24, "write %s", path);
+  close(fd);
+  char *old = getenv("ACCELERATOR_STATE_DIR");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("ACCELERATOR_STATE_DIR", dir, 1);
+
+  char errpath[160];
+  snprintf(errpath, sizeof errpath, "%s/stderr", dir);
+  /* Corrupt, then missing (the hook must not create it); open, then closed. */
+  for (int run_ = 0; run_ < 4; run_++) {
+    int closed = run_ % 2, missing = run_ >= 2;
+    if (closed)
+      setenv("ACCELERATOR_HOOK_FAIL_CLOSED", "1", 1);
+    else
+      unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
+    if (missing)
+      unlink(path);
+    int err = open(errpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    char *argv[] = {(char *)app, "try", limit_text, num(b1, 2 * LIMIT),
+                    closed ? "2" : "0", num(b2, closed ? DRIVER_FREE : DRIVER_FREE - 2 * LIMIT),
+                    NULL};
+    int st = wait_status(spawn("corrupt", -1, -1, err, argv));
+    char text[4096] = {0};
+    ssize_t n = pread(err, text, sizeof text - 1, 0);
+    close(err);
+    int warnings = 0;
+    for (char *p = text; n > 0 && (p = strstr(p, "libcuda_limiter:")); p++)
+      warnings++;
+    CHECK(st == 0, "%s: %s state, fail-%s (stderr: %s)", app, missing ? "missing" : "corrupt",
+          closed ? "closed" : "open", text);
+    CHECK(warnings == 1, "one warning on stderr, not %d", warnings);
+    CHECK(!missing || access(path, F_OK) != 0, "the hook created %s", path);
+  }
+  unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
+  if (saved) {
+    setenv("ACCELERATOR_STATE_DIR", saved, 1);
+    free(saved);
+  }
+  unlink(errpath);
+  unlink(path);
+  rmdir(dir);
+
+  /* Without ACCELERATOR_WORKER_ID the hook is inert. */
+  char *argv[] = {(char *)app, "try", limit_text, num(b1, 2 * LIMIT), "0",
+                  num(b2, DRIVER_FREE - 2 * LIMIT), NULL};
+  CHECK(wait_status(spawn(NULL, -1, -1, -1, argv)) == 0, "%s: no worker, no limit", app);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 5) {
+    fprintf(stderr, "usage: %s LIBACCELERATOR HOOK LIBLIMITER APP...\n", argv[0]);
+    return 2;
+  }
+  void *acc = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!acc) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 2;
+  }
+  set_limit = (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit");
+  hook = argv[2];
+  snprintf(limit_text, sizeof limit_text, "%llu", LIMIT);
+  for (int i = 4; i < argc; i++) {
+    int runtime = strstr(argv[i], "app_runtime") != NULL;
+    scenarios(argv[i], argv[3], runtime);
+    shared_limit(argv[i]);
+    if (runtime)
+      bad_state(argv[i]);
+  }
+  return test_summary();
+}

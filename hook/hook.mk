@@ -1,0 +1,55 @@
+# libcuda_limiter.so, the CUDA preload hook: included by the top-level Makefile.
+#
+#   make hook        build/libcuda_limiter.so (also part of `make`)
+#   make hook-test   the three apps against the fake driver, directly and in
+#                    a pid namespace (`unshare`, needs root); part of `make test`
+#   make hook-bench  hooked vs unhooked driver calls (part of `make bench`)
+
+HOOK_SO   := $(BUILD)/libcuda_limiter.so
+HOOK_BIN  := $(BUILD)/c-tests/hook
+HOOK_APPS := $(addprefix $(HOOK_BIN)/,app_runtime app_triton app_direct)
+
+.PHONY: hook hook-test hook-bench
+
+hook: $(HOOK_SO)
+all: $(HOOK_SO)
+
+# Its own target directory: building it never rebuilds the others.
+$(HOOK_SO): FORCE
+	$(CARGO) build --release -p hook --target-dir target/hook
+	@mkdir -p $(BUILD)
+	cp target/hook/release/libcuda_limiter.so $@
+
+$(HOOK_BIN)/%: c-tests/hook/%.c c-tests/hook/hook_app.h c-tests/test_util.h
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
+
+# Linked directly against the fake driver (its soname, libcuda.so.1).
+$(HOOK_BIN)/app_direct: c-tests/hook/app_direct.c c-tests/hook/hook_app.h c-tests/test_util.h \
+                        $(NVIDIA_FAKES)/libcuda.so.1
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< $(NVIDIA_FAKES)/libcuda.so.1 -ldl -lpthread
+
+# Limits are set the hypervisor's way: SetMemHardLimit through
+# libaccelerator (nvidia vendor) on the fake NVML, whose A40 is the fake
+# driver's device 0.
+HOOK_FAKES    = $(abspath $(NVIDIA_FAKES))
+HOOK_TEST_ENV = ACCELERATOR_LOG=error ACCELERATOR_VENDOR=nvidia \
+                ACCELERATOR_NVML_PATH=$(HOOK_FAKES)/libnvidia-ml.so.1 \
+                ACCELERATOR_CUDA_PATH=$(HOOK_FAKES)/libcuda.so.1 LD_LIBRARY_PATH=$(HOOK_FAKES)
+HOOK_TEST_DEPS := $(HOOK_SO) $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so $(HOOK_APPS) \
+                  $(HOOK_BIN)/test_hook $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1
+HOOK_TEST_ARGS = $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) $(LIMITER_SO) $(HOOK_APPS)
+
+hook-test: $(HOOK_TEST_DEPS)
+	c-tests/check_exports.sh $(HOOK_SO) c-tests/hook/hook.exports
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) $(HOOK_BIN)/test_hook $(HOOK_TEST_ARGS)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+	  unshare --pid --fork --mount-proc $(HOOK_BIN)/test_hook $(HOOK_TEST_ARGS)
+
+hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+	  $(HOOK_BIN)/bench_hook $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO))
+
+bench: hook-bench
+TEST_RUN_EXTRA += hook-test

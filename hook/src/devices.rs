@@ -1,0 +1,86 @@
+//! CUDA device ordinals to the limiter's device slots, learned once.
+//!
+//! A device is named in the limiter by its UUID in NVML's text form
+//! ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"), which is how the hypervisor
+//! sets limits; the driver gives its 16 bytes (`cuDeviceGetUuid`). The
+//! ordinal → slot mapping of a process never changes, so after the first
+//! lookup a device costs one load.
+
+use crate::limits::{self, Verdict};
+use std::sync::atomic::{AtomicUsize, Ordering::*};
+use std::sync::OnceLock;
+
+/// Ordinals beyond this are passed through unaccounted.
+const MAX_ORDINALS: usize = 64;
+
+/// 0: not looked up yet; else slot + 1.
+static SLOTS: [AtomicUsize; MAX_ORDINALS] = [const { AtomicUsize::new(0) }; MAX_ORDINALS];
+static UUIDS: [OnceLock<String>; MAX_ORDINALS] = [const { OnceLock::new() }; MAX_ORDINALS];
+
+/// A device the limiter knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Device {
+    pub ordinal: usize,
+    pub slot: usize,
+}
+
+/// NVML's text form of a device UUID.
+pub fn uuid_text(b: &[u8; 16]) -> String {
+    let hex =
+        |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex(0..4),
+        hex(4..6),
+        hex(6..8),
+        hex(8..10),
+        hex(10..16)
+    )
+}
+
+/// The UUID text of a device seen before.
+pub fn uuid_of(ordinal: usize) -> Option<&'static str> {
+    UUIDS.get(ordinal)?.get().map(String::as_str)
+}
+
+/// The device of a CUDA ordinal; `uuid` asks the driver on first use.
+/// `Err`: the verdict for an allocation there (the limiter state is
+/// unusable); `Ok(None)`: a device the hook cannot name (pass through).
+#[inline]
+pub fn resolve(
+    ordinal: i32,
+    uuid: impl FnOnce(i32) -> Option<[u8; 16]>,
+) -> Result<Option<Device>, Verdict> {
+    let Some(cell) = usize::try_from(ordinal).ok().and_then(|o| SLOTS.get(o)) else {
+        return Ok(None);
+    };
+    let ordinal = ordinal as usize;
+    match cell.load(Acquire) {
+        0 => {}
+        s => {
+            return Ok(Some(Device {
+                ordinal,
+                slot: s - 1,
+            }))
+        }
+    }
+    let Some(bytes) = uuid(ordinal as i32) else {
+        return Ok(None);
+    };
+    let text = UUIDS[ordinal].get_or_init(|| uuid_text(&bytes));
+    let slot = limits::device(text)?;
+    cell.store(slot + 1, Release);
+    Ok(Some(Device { ordinal, slot }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_text_is_nvml_form() {
+        let mut b = [0x11u8; 16];
+        b[15] = 0xa4;
+        assert_eq!(uuid_text(&b), "GPU-11111111-1111-1111-1111-1111111111a4");
+    }
+}

@@ -1,0 +1,857 @@
+//! THE UNSAFE PART OF THE HOOK: every exported symbol, every call into the
+//! driver through a raw function pointer, and the interposed `dlsym`.
+//! Nothing else in the crate is `unsafe`.
+//!
+//! # Finding the real functions
+//! The driver (`libcuda.so.1`) and NVML (`libnvidia-ml.so.1`) are each a
+//! [`Lib`]: a table of the functions the hook wraps (and a few it only
+//! calls), resolved once, by the real `dlsym` on the library's own handle,
+//! when first needed. The handle is the already-loaded library
+//! (`dlopen(soname, RTLD_NOLOAD)`), else the object that holds a pointer
+//! the program was just handed (`dladdr`), else whatever `RTLD_NEXT`
+//! finds: the hook never loads a driver the program did not load. A failed
+//! resolution is not remembered (the program may load the driver later).
+//!
+//! # The ways in
+//! - Direct links: the exported `cu*`/`nvml*` symbols below.
+//! - `dlsym`: exported here as a trampoline (x86-64 and AArch64 assembly)
+//!   that asks [`intercept`] first and otherwise *jumps* to the real
+//!   `dlsym`, so the real one sees the program's own return address and
+//!   `RTLD_NEXT` keeps meaning "after the caller". `intercept` looks up
+//!   driver and NVML names (`cu` + an upper-case letter, `nvml…`) itself
+//!   and swaps a returned real function for its wrapper by identity; a
+//!   thread-local guard sends any `dlsym` made while it runs (by the
+//!   hook's own dependencies) straight through. For those names a caller's
+//!   `RTLD_NEXT` is resolved from the hook's place in the search order,
+//!   which for a preloaded hook is the program's view of the driver.
+//! - `cuGetProcAddress` / `cuGetProcAddress_v2` (and so the runtime's
+//!   `cudaGetDriverEntryPoint[ByVersion]`, which ends there): the real one
+//!   picks the version (`_v2`, `_v3`) and stream variant (`_ptsz`); the
+//!   hook swaps the returned pointer by identity (real function → its
+//!   wrapper), never by name. Unknown functions come back untouched.
+//!
+//! NULL out-pointers go to the driver as they came (it reports
+//! CUDA_ERROR_INVALID_VALUE); nothing is charged for them.
+
+#![allow(non_snake_case)]
+
+use crate::memory::{self, Allocated, CuResult, Driver, Kind, Target, CUDA_SUCCESS};
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicPtr, Ordering::*};
+use std::sync::{Once, OnceLock};
+
+type CUdeviceptr = u64;
+type CUdevice = c_int;
+type CUstream = *mut c_void;
+type CUmemoryPool = *mut c_void;
+type CUarray = *mut c_void;
+type CUmipmappedArray = *mut c_void;
+type CUmemGenericAllocationHandle = u64;
+type NvmlReturn = c_int;
+
+/// The driver cannot be found: `cu*` was called without a driver loaded.
+const CUDA_ERROR_NOT_INITIALIZED: CuResult = 3;
+/// A panic inside the hook (never expected).
+const CUDA_ERROR_UNKNOWN: CuResult = 999;
+const NVML_ERROR_UNINITIALIZED: NvmlReturn = 1;
+const NVML_SUCCESS: NvmlReturn = 0;
+/// `CUmemLocationType`: CU_MEM_LOCATION_TYPE_DEVICE.
+const CU_MEM_LOCATION_TYPE_DEVICE: c_uint = 1;
+
+/// `CUDA_ARRAY_DESCRIPTOR` (cuda.h).
+#[repr(C)]
+pub struct ArrayDescriptor {
+    width: usize,
+    height: usize,
+    format: c_uint,
+    channels: c_uint,
+}
+
+/// `CUDA_ARRAY3D_DESCRIPTOR` (cuda.h).
+#[repr(C)]
+pub struct Array3dDescriptor {
+    width: usize,
+    height: usize,
+    depth: usize,
+    format: c_uint,
+    channels: c_uint,
+    flags: c_uint,
+}
+
+/// `CUmemLocation` (cuda.h).
+#[repr(C)]
+pub struct MemLocation {
+    kind: c_uint,
+    id: c_int,
+}
+
+/// `CUmemAllocationProp` (cuda.h), up to the fields the hook reads.
+#[repr(C)]
+pub struct MemAllocationProp {
+    kind: c_uint,
+    requested_handle_types: c_uint,
+    location: MemLocation,
+}
+
+/// `nvmlMemory_t` (nvml.h).
+#[repr(C)]
+pub struct NvmlMemory {
+    total: u64,
+    free: u64,
+    used: u64,
+}
+
+/// `nvmlMemory_v2_t` (nvml.h).
+#[repr(C)]
+pub struct NvmlMemoryV2 {
+    version: c_uint,
+    total: u64,
+    reserved: u64,
+    free: u64,
+    used: u64,
+}
+
+// ---- the panic boundary ------------------------------------------------------
+
+/// The one panic-catching wrapper: no panic unwinds into the host program.
+fn boundary<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
+}
+
+// ---- the real dlsym -------------------------------------------------------------
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+unsafe extern "C" fn no_dlsym(_: *mut c_void, _: *const c_char) -> *mut c_void {
+    std::ptr::null_mut()
+}
+
+/// The real `dlsym` (the trampoline jumps through it).
+static REAL_DLSYM: AtomicPtr<c_void> = AtomicPtr::new(no_dlsym as *mut c_void);
+static DLSYM_FOUND: Once = Once::new();
+
+/// glibc's versions of `dlsym`: the current one first.
+#[cfg(target_arch = "x86_64")]
+const DLSYM_VERSIONS: [&CStr; 2] = [c"GLIBC_2.34", c"GLIBC_2.2.5"];
+#[cfg(target_arch = "aarch64")]
+const DLSYM_VERSIONS: [&CStr; 2] = [c"GLIBC_2.34", c"GLIBC_2.17"];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const DLSYM_VERSIONS: [&CStr; 1] = [c"GLIBC_2.34"];
+
+fn real_dlsym() -> DlsymFn {
+    DLSYM_FOUND.call_once(|| {
+        for v in DLSYM_VERSIONS {
+            // SAFETY: dlvsym with constant NUL-terminated strings; it is not
+            // interposed, so this cannot recurse.
+            let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), v.as_ptr()) };
+            if !p.is_null() {
+                REAL_DLSYM.store(p, Release);
+                return;
+            }
+        }
+    });
+    // SAFETY: REAL_DLSYM holds `no_dlsym` or glibc's dlsym, both DlsymFn.
+    unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(REAL_DLSYM.load(Acquire)) }
+}
+
+thread_local! {
+    /// This thread is inside `intercept`.
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Names the hook may wrap: the driver's (`cu` + upper case) and NVML's.
+fn lib_of(name: &[u8]) -> Option<&'static Lib> {
+    match name {
+        [b'c', b'u', c, ..] if c.is_ascii_uppercase() => Some(&CUDA),
+        [b'n', b'v', b'm', b'l', ..] => Some(&NVML),
+        _ => None,
+    }
+}
+
+/// The `dlsym` trampoline's question: the answer for `name` if it is a
+/// function the hook wraps, else NULL (the trampoline then jumps to the
+/// real `dlsym`, which `real_dlsym` has resolved by now).
+extern "C" fn intercept(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    let real = real_dlsym();
+    if name.is_null() || INSIDE.try_with(Cell::get).unwrap_or(true) {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: dlsym's contract: `name` is a NUL-terminated string.
+    let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
+    let Some(lib) = lib_of(bytes) else {
+        return std::ptr::null_mut();
+    };
+    INSIDE.set(true);
+    let found = boundary(std::ptr::null_mut(), || {
+        // SAFETY: the real dlsym with the caller's own arguments.
+        let p = unsafe { real(handle, name) };
+        if p.is_null() {
+            p
+        } else {
+            lib.swap(p)
+        }
+    });
+    INSIDE.set(false);
+    found
+}
+
+#[cfg(target_arch = "x86_64")]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {intercept}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "test rax, rax",
+        "jz 2f",
+        "ret",
+        "2:",
+        "jmp qword ptr [rip + {real}]",
+        intercept = sym intercept,
+        real = sym REAL_DLSYM,
+    )
+}
+
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "stp x29, x30, [sp, #-32]!",
+        "mov x29, sp",
+        "stp x0, x1, [sp, #16]",
+        "bl {intercept}",
+        "mov x9, x0",
+        "ldp x0, x1, [sp, #16]",
+        "ldp x29, x30, [sp], #32",
+        "cbz x9, 2f",
+        "mov x0, x9",
+        "ret",
+        "2:",
+        "adrp x16, {real}",
+        "ldr x16, [x16, :lo12:{real}]",
+        "br x16",
+        intercept = sym intercept,
+        real = sym REAL_DLSYM,
+    )
+}
+
+/// Elsewhere the real `dlsym` sees the hook as its caller (RTLD_NEXT is
+/// resolved from the hook's place in the search order).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    match intercept(handle, name) {
+        p if p.is_null() => real_dlsym()(handle, name),
+        p => p,
+    }
+}
+
+// ---- the wrapped libraries --------------------------------------------------------
+
+/// One function of a wrapped library: its name and the hook's wrapper
+/// (NULL for functions the hook only calls).
+struct Hook {
+    name: &'static CStr,
+    wrapper: *const c_void,
+}
+
+// SAFETY: the pointers are addresses of functions, never written.
+unsafe impl Sync for Hook {}
+
+/// A wrapped library and its real functions, resolved once.
+pub struct Lib {
+    soname: &'static CStr,
+    /// A function every version of the library exports.
+    marker: &'static CStr,
+    hooks: &'static [Hook],
+    reals: OnceLock<Vec<usize>>,
+}
+
+macro_rules! table {
+    ($E:ident, $ARR:ident { $($v:ident = $name:literal => $w:expr,)* }) => {
+        #[derive(Clone, Copy)]
+        #[repr(usize)]
+        enum $E { $($v),* }
+        static $ARR: [Hook; [$($name),*].len()] = [$(Hook { name: $name, wrapper: $w }),*];
+    };
+}
+
+const NONE: *const c_void = std::ptr::null();
+
+table!(Cu, CUDA_HOOKS {
+    GetProcAddress = c"cuGetProcAddress" => cuGetProcAddress as *const c_void,
+    GetProcAddressV2 = c"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const c_void,
+    MemAllocV2 = c"cuMemAlloc_v2" => cuMemAlloc_v2 as *const c_void,
+    MemAllocPitchV2 = c"cuMemAllocPitch_v2" => cuMemAllocPitch_v2 as *const c_void,
+    MemAllocManaged = c"cuMemAllocManaged" => cuMemAllocManaged as *const c_void,
+    MemAllocAsync = c"cuMemAllocAsync" => cuMemAllocAsync as *const c_void,
+    MemAllocAsyncPtsz = c"cuMemAllocAsync_ptsz" => cuMemAllocAsync_ptsz as *const c_void,
+    MemAllocFromPoolAsync = c"cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync as *const c_void,
+    MemAllocFromPoolAsyncPtsz = c"cuMemAllocFromPoolAsync_ptsz"
+        => cuMemAllocFromPoolAsync_ptsz as *const c_void,
+    MemCreate = c"cuMemCreate" => cuMemCreate as *const c_void,
+    ArrayCreateV2 = c"cuArrayCreate_v2" => cuArrayCreate_v2 as *const c_void,
+    Array3DCreateV2 = c"cuArray3DCreate_v2" => cuArray3DCreate_v2 as *const c_void,
+    MipmappedArrayCreate = c"cuMipmappedArrayCreate" => cuMipmappedArrayCreate as *const c_void,
+    MemFreeV2 = c"cuMemFree_v2" => cuMemFree_v2 as *const c_void,
+    MemFreeAsync = c"cuMemFreeAsync" => cuMemFreeAsync as *const c_void,
+    MemFreeAsyncPtsz = c"cuMemFreeAsync_ptsz" => cuMemFreeAsync_ptsz as *const c_void,
+    MemRelease = c"cuMemRelease" => cuMemRelease as *const c_void,
+    ArrayDestroy = c"cuArrayDestroy" => cuArrayDestroy as *const c_void,
+    MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
+    MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
+    DeviceTotalMemV2 = c"cuDeviceTotalMem_v2" => cuDeviceTotalMem_v2 as *const c_void,
+    CtxGetDevice = c"cuCtxGetDevice" => NONE,
+    DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
+    DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
+});
+
+table!(Nv, NVML_HOOKS {
+    MemoryInfo = c"nvmlDeviceGetMemoryInfo" => nvmlDeviceGetMemoryInfo as *const c_void,
+    MemoryInfoV2 = c"nvmlDeviceGetMemoryInfo_v2" => nvmlDeviceGetMemoryInfo_v2 as *const c_void,
+    GetUuid = c"nvmlDeviceGetUUID" => NONE,
+});
+
+static CUDA: Lib = Lib {
+    soname: c"libcuda.so.1",
+    marker: c"cuInit",
+    hooks: &CUDA_HOOKS,
+    reals: OnceLock::new(),
+};
+
+static NVML: Lib = Lib {
+    soname: c"libnvidia-ml.so.1",
+    marker: c"nvmlInit_v2",
+    hooks: &NVML_HOOKS,
+    reals: OnceLock::new(),
+};
+
+impl Lib {
+    /// The library's handle, if the program has loaded it (see the module doc).
+    fn handle(&self, hint: *mut c_void) -> Option<*mut c_void> {
+        let noload = |name: *const c_char| {
+            // SAFETY: RTLD_NOLOAD never loads anything (no constructors
+            // run); `name` is NUL-terminated. The reference it takes is
+            // kept for the life of the process.
+            let h = unsafe { libc::dlopen(name, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+            (!h.is_null()).then_some(h)
+        };
+        let holder = |p: *mut c_void| {
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: dladdr fills `info` for any address; dli_fname is a
+            // NUL-terminated path owned by the loader.
+            let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+            if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_fname.is_null() {
+                return None;
+            }
+            noload(info.dli_fname)
+        };
+        let real = real_dlsym();
+        let h = noload(self.soname.as_ptr())
+            .or_else(|| holder(hint))
+            // SAFETY: the real dlsym on a constant name.
+            .or_else(|| holder(unsafe { real(libc::RTLD_NEXT, self.marker.as_ptr()) }))?;
+        // SAFETY: as above; the marker tells the library from another
+        // object that happened to hold the hint.
+        (!unsafe { real(h, self.marker.as_ptr()) }.is_null()).then_some(h)
+    }
+
+    /// The real functions, resolved on first success.
+    fn reals(&self, hint: *mut c_void) -> Option<&[usize]> {
+        if let Some(r) = self.reals.get() {
+            return Some(r);
+        }
+        let h = self.handle(hint)?;
+        let real = real_dlsym();
+        let reals = self
+            .hooks
+            .iter()
+            // SAFETY: the real dlsym on the library's handle and a constant name.
+            .map(|hook| unsafe { real(h, hook.name.as_ptr()) } as usize)
+            .collect();
+        FORK_HANDLERS.call_once(install_fork_handlers);
+        Some(self.reals.get_or_init(|| reals))
+    }
+
+    /// The real function number `i` as a `F` (a function pointer type).
+    ///
+    /// # Safety
+    /// `F` is the C signature of function `i`.
+    #[inline]
+    unsafe fn real<F: Copy>(&self, i: usize) -> Option<F> {
+        debug_assert_eq!(size_of::<F>(), size_of::<usize>());
+        let p = *self.reals(std::ptr::null_mut())?.get(i)?;
+        (p != 0).then(|| std::mem::transmute_copy::<usize, F>(&p))
+    }
+
+    /// The hook's wrapper for `p` if `p` is one of the real functions it wraps.
+    fn swap(&self, p: *mut c_void) -> *mut c_void {
+        let Some(reals) = self.reals(p) else {
+            return p;
+        };
+        reals
+            .iter()
+            .zip(self.hooks)
+            .find(|(r, h)| **r == p as usize && !h.wrapper.is_null())
+            .map_or(p, |(_, h)| h.wrapper as *mut c_void)
+    }
+}
+
+// ---- fork ------------------------------------------------------------------------
+
+static FORK_HANDLERS: Once = Once::new();
+
+extern "C" fn before_fork() {
+    memory::lock_all_for_fork();
+}
+
+extern "C" fn after_fork_parent() {
+    for s in memory::shards() {
+        // SAFETY: `before_fork` locked every shard on this thread and
+        // forgot the guards; nothing else can hold them.
+        unsafe { s.force_unlock() };
+    }
+}
+
+extern "C" fn after_fork_child() {
+    after_fork_parent();
+    memory::forget_after_fork();
+}
+
+fn install_fork_handlers() {
+    // SAFETY: three plain functions; registered once.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        );
+    }
+}
+
+// ---- what memory needs from the driver -------------------------------------------
+
+struct Cuda;
+
+impl Driver for Cuda {
+    fn current_device(&self) -> Option<i32> {
+        type F = unsafe extern "C" fn(*mut CUdevice) -> CuResult;
+        let mut d: CUdevice = 0;
+        // SAFETY: cuCtxGetDevice(CUdevice*) with a valid out-pointer.
+        let r = unsafe { CUDA.real::<F>(Cu::CtxGetDevice as usize)?(&mut d) };
+        (r == CUDA_SUCCESS).then_some(d)
+    }
+
+    fn uuid(&self, ordinal: i32) -> Option<[u8; 16]> {
+        type F = unsafe extern "C" fn(*mut [u8; 16], CUdevice) -> CuResult;
+        let mut u = [0u8; 16];
+        // SAFETY: cuDeviceGetUuid[_v2](CUuuid*, CUdevice); CUuuid is 16 bytes.
+        let f = unsafe {
+            CUDA.real::<F>(Cu::DeviceGetUuidV2 as usize)
+                .or_else(|| CUDA.real::<F>(Cu::DeviceGetUuid as usize))?
+        };
+        (unsafe { f(&mut u, ordinal) } == CUDA_SUCCESS).then_some(u)
+    }
+}
+
+/// The real driver function `$id` with C signature `$ty`, or return
+/// CUDA_ERROR_NOT_INITIALIZED (no driver loaded).
+macro_rules! real_or_return {
+    ($id:expr, $ty:ty) => {
+        match CUDA.real::<$ty>($id as usize) {
+            Some(f) => f,
+            None => return CUDA_ERROR_NOT_INITIALIZED,
+        }
+    };
+}
+
+// ---- cuGetProcAddress --------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cudaVersion: c_int,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CuResult;
+    let real = real_or_return!(Cu::GetProcAddress, F);
+    let r = real(symbol, pfn, cudaVersion, flags);
+    if r == CUDA_SUCCESS && !pfn.is_null() {
+        *pfn = boundary(*pfn, || CUDA.swap(*pfn));
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cudaVersion: c_int,
+    flags: u64,
+    symbolStatus: *mut c_int,
+) -> CuResult {
+    type F =
+        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CuResult;
+    let real = real_or_return!(Cu::GetProcAddressV2, F);
+    let r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if r == CUDA_SUCCESS && !pfn.is_null() {
+        *pfn = boundary(*pfn, || CUDA.swap(*pfn));
+    }
+    r
+}
+
+// ---- allocations -----------------------------------------------------------------
+
+/// Charge `bytes` on `target`, then run the driver's `call`, which writes
+/// what it allocated to `*out` (non-NULL) on success.
+unsafe fn allocate_into<K: Copy>(
+    target: Target,
+    kind: Kind,
+    bytes: u64,
+    out: *mut K,
+    key: fn(K) -> u64,
+    call: impl FnOnce() -> CuResult,
+) -> CuResult {
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        memory::allocate(&Cuda, target, kind, bytes, || {
+            let result = call();
+            Allocated {
+                result,
+                key: Some((key(*out), None)),
+            }
+        })
+    })
+}
+
+fn handle_key(h: *mut c_void) -> u64 {
+    h as u64
+}
+
+/// The allocations that return a device pointer and take its size second.
+macro_rules! pointer_alloc {
+    ($name:ident, $id:expr $(, $arg:ident: $t:ty)*) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dptr: *mut CUdeviceptr, bytesize: usize $(, $arg: $t)*)
+            -> CuResult {
+            type F = unsafe extern "C" fn(*mut CUdeviceptr, usize $(, $t)*) -> CuResult;
+            let real = real_or_return!($id, F);
+            if dptr.is_null() {
+                return real(dptr, bytesize $(, $arg)*);
+            }
+            allocate_into(Target::Current, Kind::Pointer, bytesize as u64, dptr, |p| p, || {
+                real(dptr, bytesize $(, $arg)*)
+            })
+        }
+    };
+}
+
+pointer_alloc!(cuMemAlloc_v2, Cu::MemAllocV2);
+pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, flags: c_uint);
+pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, stream: CUstream);
+pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, stream: CUstream);
+pointer_alloc!(cuMemAllocFromPoolAsync, Cu::MemAllocFromPoolAsync, pool: CUmemoryPool, stream: CUstream);
+pointer_alloc!(cuMemAllocFromPoolAsync_ptsz, Cu::MemAllocFromPoolAsyncPtsz,
+               pool: CUmemoryPool, stream: CUstream);
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocPitch_v2(
+    dptr: *mut CUdeviceptr,
+    pPitch: *mut usize,
+    WidthInBytes: usize,
+    Height: usize,
+    ElementSizeBytes: c_uint,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, usize, usize, c_uint) -> CuResult;
+    let real = real_or_return!(Cu::MemAllocPitchV2, F);
+    if dptr.is_null() || pPitch.is_null() {
+        return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    }
+    let bound = memory::pitch_bound(WidthInBytes as u64, Height as u64);
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        memory::allocate(&Cuda, Target::Current, Kind::Pointer, bound, || {
+            let result = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+            let taken = (*pPitch as u64).saturating_mul(Height as u64);
+            Allocated {
+                result,
+                key: Some((*dptr, Some(taken))),
+            }
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut CUmemGenericAllocationHandle,
+    size: usize,
+    prop: *const MemAllocationProp,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(
+        *mut CUmemGenericAllocationHandle,
+        usize,
+        *const MemAllocationProp,
+        u64,
+    ) -> CuResult;
+    let real = real_or_return!(Cu::MemCreate, F);
+    if handle.is_null() || prop.is_null() {
+        return real(handle, size, prop, flags);
+    }
+    let target = match &(*prop).location {
+        l if l.kind == CU_MEM_LOCATION_TYPE_DEVICE => Target::Ordinal(l.id),
+        _ => Target::Current,
+    };
+    allocate_into(
+        target,
+        Kind::Handle,
+        size as u64,
+        handle,
+        |h| h,
+        || real(handle, size, prop, flags),
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuArrayCreate_v2(
+    pHandle: *mut CUarray,
+    pAllocateArray: *const ArrayDescriptor,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUarray, *const ArrayDescriptor) -> CuResult;
+    let real = real_or_return!(Cu::ArrayCreateV2, F);
+    if pHandle.is_null() || pAllocateArray.is_null() {
+        return real(pHandle, pAllocateArray);
+    }
+    let d = &*pAllocateArray;
+    let bytes = memory::array_bytes(d.width as u64, d.height as u64, 0, d.format, d.channels);
+    allocate_into(
+        Target::Current,
+        Kind::Array,
+        bytes,
+        pHandle,
+        handle_key,
+        || real(pHandle, pAllocateArray),
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuArray3DCreate_v2(
+    pHandle: *mut CUarray,
+    pAllocateArray: *const Array3dDescriptor,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUarray, *const Array3dDescriptor) -> CuResult;
+    let real = real_or_return!(Cu::Array3DCreateV2, F);
+    if pHandle.is_null() || pAllocateArray.is_null() {
+        return real(pHandle, pAllocateArray);
+    }
+    let d = &*pAllocateArray;
+    let bytes = memory::array_bytes(
+        d.width as u64,
+        d.height as u64,
+        d.depth as u64,
+        d.format,
+        d.channels,
+    );
+    allocate_into(
+        Target::Current,
+        Kind::Array,
+        bytes,
+        pHandle,
+        handle_key,
+        || real(pHandle, pAllocateArray),
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMipmappedArrayCreate(
+    pHandle: *mut CUmipmappedArray,
+    pMipmappedArrayDesc: *const Array3dDescriptor,
+    numMipmapLevels: c_uint,
+) -> CuResult {
+    type F =
+        unsafe extern "C" fn(*mut CUmipmappedArray, *const Array3dDescriptor, c_uint) -> CuResult;
+    let real = real_or_return!(Cu::MipmappedArrayCreate, F);
+    if pHandle.is_null() || pMipmappedArrayDesc.is_null() {
+        return real(pHandle, pMipmappedArrayDesc, numMipmapLevels);
+    }
+    let d = &*pMipmappedArrayDesc;
+    let bytes = memory::mipmapped_bytes(
+        d.width as u64,
+        d.height as u64,
+        d.depth as u64,
+        d.format,
+        d.channels,
+        numMipmapLevels,
+    );
+    allocate_into(
+        Target::Current,
+        Kind::Mipmapped,
+        bytes,
+        pHandle,
+        handle_key,
+        || real(pHandle, pMipmappedArrayDesc, numMipmapLevels),
+    )
+}
+
+// ---- frees --------------------------------------------------------------------------
+
+/// The frees: the first argument names what its allocation returned.
+macro_rules! release {
+    ($name:ident, $id:expr, $kind:expr, $key:ident: $kt:ty $(, $arg:ident: $t:ty)*) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($key: $kt $(, $arg: $t)*) -> CuResult {
+            type F = unsafe extern "C" fn($kt $(, $t)*) -> CuResult;
+            let real = real_or_return!($id, F);
+            boundary(CUDA_ERROR_UNKNOWN, || {
+                memory::free($kind, $key as u64, || real($key $(, $arg)*))
+            })
+        }
+    };
+}
+
+release!(cuMemFree_v2, Cu::MemFreeV2, Kind::Pointer, dptr: CUdeviceptr);
+release!(cuMemFreeAsync, Cu::MemFreeAsync, Kind::Pointer, dptr: CUdeviceptr, stream: CUstream);
+release!(cuMemFreeAsync_ptsz, Cu::MemFreeAsyncPtsz, Kind::Pointer, dptr: CUdeviceptr,
+         stream: CUstream);
+release!(cuMemRelease, Cu::MemRelease, Kind::Handle, handle: CUmemGenericAllocationHandle);
+release!(cuArrayDestroy, Cu::ArrayDestroy, Kind::Array, hArray: CUarray);
+release!(cuMipmappedArrayDestroy, Cu::MipmappedArrayDestroy, Kind::Mipmapped,
+         hMipmappedArray: CUmipmappedArray);
+
+// ---- the virtualized view -------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult {
+    type F = unsafe extern "C" fn(*mut usize, *mut usize) -> CuResult;
+    let real = real_or_return!(Cu::MemGetInfoV2, F);
+    let r = real(free, total);
+    if r == CUDA_SUCCESS && !free.is_null() && !total.is_null() {
+        let view = boundary(None, || {
+            let o = Cuda.current_device()?;
+            memory::partition(memory::uuid_of(&Cuda, o), *free as u64)
+        });
+        if let Some((f, t)) = view {
+            (*free, *total) = (f as usize, t as usize);
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CuResult {
+    type F = unsafe extern "C" fn(*mut usize, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::DeviceTotalMemV2, F);
+    let r = real(bytes, dev);
+    if r == CUDA_SUCCESS && !bytes.is_null() {
+        let view = boundary(None, || {
+            memory::partition(memory::uuid_of(&Cuda, dev), *bytes as u64)
+        });
+        if let Some((_, t)) = view {
+            *bytes = t as usize;
+        }
+    }
+    r
+}
+
+/// The NVML device's UUID text.
+unsafe fn nvml_uuid(device: *mut c_void) -> Option<String> {
+    type F = unsafe extern "C" fn(*mut c_void, *mut c_char, c_uint) -> NvmlReturn;
+    let f = NVML.real::<F>(Nv::GetUuid as usize)?;
+    let mut buf = [0 as c_char; 96];
+    if f(device, buf.as_mut_ptr(), buf.len() as c_uint) != NVML_SUCCESS {
+        return None;
+    }
+    buf[95] = 0;
+    Some(CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
+}
+
+type NvmlInfoFn<M> = unsafe extern "C" fn(*mut c_void, *mut M) -> NvmlReturn;
+
+/// `nvmlDeviceGetMemoryInfo[_v2]`: the real call, then the partition (free,
+/// total) written into its struct by `set`.
+unsafe fn nvml_memory<M>(
+    id: Nv,
+    device: *mut c_void,
+    out: *mut M,
+    free: fn(&M) -> u64,
+    set: fn(&mut M, u64, u64),
+) -> NvmlReturn {
+    let Some(real) = NVML.real::<NvmlInfoFn<M>>(id as usize) else {
+        return NVML_ERROR_UNINITIALIZED;
+    };
+    let r = real(device, out);
+    if r == NVML_SUCCESS && !out.is_null() {
+        let m = &mut *out;
+        let view = boundary(None, || {
+            memory::partition(nvml_uuid(device).as_deref(), free(m))
+        });
+        if let Some((f, t)) = view {
+            set(m, f, t);
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: *mut c_void,
+    memory: *mut NvmlMemory,
+) -> NvmlReturn {
+    nvml_memory(
+        Nv::MemoryInfo,
+        device,
+        memory,
+        |m| m.free,
+        |m, f, t| (m.total, m.free, m.used) = (t, f, t - f),
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: *mut c_void,
+    memory: *mut NvmlMemoryV2,
+) -> NvmlReturn {
+    nvml_memory(
+        Nv::MemoryInfoV2,
+        device,
+        memory,
+        |m| m.free,
+        |m, f, t| {
+            m.reserved = m.reserved.min(t - f);
+            (m.total, m.free, m.used) = (t, f, t - f - m.reserved);
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_choose_their_library() {
+        assert!(std::ptr::eq(lib_of(b"cuMemAlloc_v2").unwrap(), &CUDA));
+        assert!(std::ptr::eq(lib_of(b"nvmlInit_v2").unwrap(), &NVML));
+        assert!(lib_of(b"cudnnCreate").is_none());
+        assert!(lib_of(b"cudaMalloc").is_none());
+        assert!(lib_of(b"malloc").is_none());
+    }
+
+    #[test]
+    fn tables_match_their_enums() {
+        assert_eq!(CUDA_HOOKS[Cu::MemFreeV2 as usize].name, c"cuMemFree_v2");
+        assert_eq!(
+            CUDA_HOOKS[Cu::DeviceGetUuid as usize].name,
+            c"cuDeviceGetUuid"
+        );
+        assert_eq!(NVML_HOOKS[Nv::GetUuid as usize].name, c"nvmlDeviceGetUUID");
+    }
+}

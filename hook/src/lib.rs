@@ -1,0 +1,18 @@
+//! libcuda_limiter.so: the preload library that makes CUDA processes obey
+//! the limiter's memory limits (`LD_PRELOAD=…/libcuda_limiter.so`).
+//!
+//! - `ffi`: the only `unsafe` module: exported `cu*`/`nvml*` symbols, the
+//!   interposed `dlsym`, `cuGetProcAddress[_v2]` and the real functions.
+//! - `memory`: charging allocations before the driver runs, giving frees
+//!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
+//! - `devices`: CUDA ordinals to the limiter's device slots.
+//! - `limits`: the one door to the limiter's shared state (and the
+//!   fail-open / fail-closed policy).
+//!
+//! Loaded into programs we do not control: no constructors, no threads,
+//! nothing printed unless the limiter's state is unusable (one line).
+
+mod devices;
+mod ffi;
+mod limits;
+mod memory;

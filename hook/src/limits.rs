@@ -1,0 +1,169 @@
+//! The hook's one door to the limiter's shared state (`accel_common::shm`).
+//!
+//! Everything the hook asks the limiter goes through the four functions
+//! here, so a change of the limiter's API touches this module only:
+//! - [`device`]: a device UUID ("GPU-…") to the limiter's device slot;
+//! - [`charge`] / [`give_back`]: record an allocation (checked against the
+//!   worker's limit) or a free of this process on a device slot;
+//! - [`view`]: the worker's recorded usage and limit on a device.
+//!
+//! The process's worker is `ACCELERATOR_WORKER_ID`, read once. Without it
+//! the hook is inert: every call goes straight to the driver.
+//!
+//! The hook never creates the limiter's state: a worker's process finds the
+//! file the hypervisor made when it set limits (`ACCELERATOR_STATE_DIR`).
+//!
+//! Failure policy: when the limiter's state cannot be used (a missing,
+//! corrupt or unreadable state file, a full table), the hook warns once on stderr and
+//! from then on lets every allocation through unrecorded (fail-open), or,
+//! with `ACCELERATOR_HOOK_FAIL_CLOSED=1`, refuses every allocation with
+//! CUDA_ERROR_OUT_OF_MEMORY (fail-closed).
+
+use accel_common::{shm, statedir, Error};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
+use std::sync::OnceLock;
+
+pub const ENV_FAIL_CLOSED: &str = "ACCELERATOR_HOOK_FAIL_CLOSED";
+
+/// What the limiter said about an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Recorded: the caller owes a `give_back` if the driver fails.
+    Charged,
+    /// Over the worker's limit (or fail-closed): nothing recorded.
+    Refused,
+    /// Fail-open: let it through, nothing recorded.
+    Unaccounted,
+}
+
+static WORKER: OnceLock<Option<String>> = OnceLock::new();
+/// Set after the first failure of the shared state: the policy decides from then on.
+static BROKEN: AtomicBool = AtomicBool::new(false);
+/// This process's pid (glibc's getpid is a system call); 0 = not read yet.
+static PID: AtomicI32 = AtomicI32::new(0);
+
+fn worker() -> Option<&'static str> {
+    WORKER
+        .get_or_init(|| {
+            std::env::var(shm::ENV_WORKER_ID)
+                .ok()
+                .filter(|w| !w.is_empty())
+        })
+        .as_deref()
+}
+
+/// Whether this process is a worker the hook accounts for.
+#[inline]
+pub fn active() -> bool {
+    worker().is_some()
+}
+
+fn fail_closed() -> bool {
+    static CLOSED: OnceLock<bool> = OnceLock::new();
+    *CLOSED.get_or_init(|| std::env::var(ENV_FAIL_CLOSED).is_ok_and(|v| v == "1"))
+}
+
+/// The verdict while the shared state is unusable.
+fn policy() -> Verdict {
+    if fail_closed() {
+        Verdict::Refused
+    } else {
+        Verdict::Unaccounted
+    }
+}
+
+#[cold]
+fn failed(e: &Error) -> Verdict {
+    if !BROKEN.swap(true, AcqRel) {
+        let what = if fail_closed() {
+            "refusing every allocation (ACCELERATOR_HOOK_FAIL_CLOSED=1)"
+        } else {
+            "running without memory limits (fail-open; ACCELERATOR_HOOK_FAIL_CLOSED=1 refuses instead)"
+        };
+        eprintln!("libcuda_limiter: the limiter's state is unusable ({e}); {what}");
+    }
+    policy()
+}
+
+/// Whether the shared state may be used: it has not failed, and its file
+/// exists (checked once; the hook never creates it).
+#[inline]
+fn usable() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    let present = *PRESENT.get_or_init(|| {
+        let file = statedir::path().join(shm::FILE_NAME);
+        file.is_file() || {
+            failed(&Error::NotFound(format!(
+                "limiter state file {} does not exist",
+                file.display()
+            )));
+            false
+        }
+    });
+    present && !BROKEN.load(Relaxed)
+}
+
+fn pid() -> i32 {
+    match PID.load(Relaxed) {
+        0 => {
+            let p = std::process::id() as i32;
+            PID.store(p, Relaxed);
+            p
+        }
+        p => p,
+    }
+}
+
+/// After `fork()`, in the child: it is a process of its own.
+pub fn forget_pid() {
+    PID.store(0, Relaxed);
+}
+
+/// The limiter's slot for a device UUID; `Err` carries the policy's verdict.
+pub fn device(uuid: &str) -> Result<usize, Verdict> {
+    if !usable() {
+        return Err(policy());
+    }
+    shm::device_slot(uuid).map_err(|e| failed(&e))
+}
+
+/// Record `bytes` more for this process on device slot `slot`, unless that
+/// takes its worker past its limit.
+#[inline]
+pub fn charge(slot: usize, bytes: u64) -> Verdict {
+    if BROKEN.load(Relaxed) {
+        return policy();
+    }
+    let Ok(delta) = i64::try_from(bytes) else {
+        return Verdict::Refused;
+    };
+    match shm::check_memory_on(pid(), slot, delta) {
+        Ok(o) if o.should_block => Verdict::Refused,
+        Ok(_) => Verdict::Charged,
+        // A single request larger than the limiter can count is refused.
+        Err(Error::InvalidParam(_)) => Verdict::Refused,
+        Err(e) => failed(&e),
+    }
+}
+
+/// Give back `bytes` charged earlier on device slot `slot`.
+#[inline]
+pub fn give_back(slot: usize, bytes: u64) {
+    if let Ok(delta) = i64::try_from(bytes) {
+        // An error here means the books disagree (the state was replaced
+        // underneath): nothing the caller can do, the free has happened.
+        let _ = shm::check_memory_on(pid(), slot, -delta);
+    }
+}
+
+/// The worker's usage and limit on a device; `None` when it has no limit
+/// there (or the hook is inert or the state unusable).
+pub fn view(uuid: &str) -> Option<(u64, u64)> {
+    if !usable() {
+        return None;
+    }
+    match shm::worker_usage(worker()?, uuid) {
+        Ok((used, Some(limit))) => Some((used, limit)),
+        _ => None,
+    }
+}

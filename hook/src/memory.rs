@@ -1,0 +1,292 @@
+//! Device memory: every allocation charged before the driver is asked,
+//! every free giving back exactly what its allocation took, and the
+//! virtualized view of a worker's partition.
+//!
+//! The flow of an allocation (`allocate`): find the device, charge the
+//! bytes to the limiter (refused: CUDA_ERROR_OUT_OF_MEMORY, the driver is
+//! never called), call the driver, and either remember what the new
+//! address/handle took (success) or give the charge back (failure). A free
+//! (`free`) takes the record out *before* the driver runs, so an address the
+//! driver hands out again meanwhile is never confused with the freed one,
+//! and puts it back should the driver refuse the free.
+//!
+//! The records are a sharded map (64 shards, each a mutex over a hash map):
+//! threads freeing different addresses rarely meet. After `fork()` the
+//! child starts with no records: it holds no device memory of its own, and
+//! its parent's frees stay the parent's.
+
+use crate::devices::{self, Device};
+use crate::limits::{self, Verdict};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+pub type CuResult = i32;
+pub const CUDA_SUCCESS: CuResult = 0;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
+
+/// What the hook needs to know from the driver.
+pub trait Driver {
+    /// The device of the calling thread's current context.
+    fn current_device(&self) -> Option<i32>;
+    /// The 16 UUID bytes of a device.
+    fn uuid(&self, ordinal: i32) -> Option<[u8; 16]>;
+}
+
+/// The name spaces of things an allocation returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A device pointer (`CUdeviceptr`).
+    Pointer,
+    /// A `CUmemGenericAllocationHandle` (cuMemCreate).
+    Handle,
+    /// A `CUarray`.
+    Array,
+    /// A `CUmipmappedArray`.
+    Mipmapped,
+}
+
+/// What one allocation took.
+#[derive(Debug, Clone, Copy)]
+pub struct Record {
+    slot: usize,
+    bytes: u64,
+}
+
+/// Addresses are aligned: mix the bits above the alignment.
+#[derive(Default)]
+pub struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.0 ^= v as u64;
+    }
+    fn write_isize(&mut self, v: isize) {
+        self.0 ^= v as u64;
+    }
+}
+
+type Shard = Mutex<HashMap<(Kind, u64), Record, BuildHasherDefault<AddrHasher>>>;
+const SHARDS: usize = 64;
+static MAP: [Shard; SHARDS] =
+    [const { Mutex::new(HashMap::with_hasher(BuildHasherDefault::new())) }; SHARDS];
+
+fn shard(key: u64) -> &'static Shard {
+    let h = (key ^ key >> 21).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    &MAP[(h >> 58) as usize % SHARDS]
+}
+
+/// Before `fork()`: hold every shard so the child copies none mid-update.
+pub fn lock_all_for_fork() {
+    for s in &MAP {
+        std::mem::forget(s.lock());
+    }
+}
+
+/// The shards, for the fork handlers to release after `fork()`.
+pub fn shards() -> &'static [Shard] {
+    &MAP
+}
+
+/// In the child after `fork()` (shards released): no records, a new pid.
+pub fn forget_after_fork() {
+    for s in &MAP {
+        s.lock().clear();
+    }
+    limits::forget_pid();
+}
+
+/// Outcome of the device/charge step of an allocation.
+enum Step {
+    /// Call the driver and record the result under `Device`.
+    Charged(Device, u64),
+    /// Call the driver, record nothing.
+    Through,
+    Refused,
+}
+
+fn charge_on(device: Result<Option<Device>, Verdict>, bytes: u64) -> Step {
+    let device = match device {
+        Ok(Some(d)) => d,
+        Ok(None) => return Step::Through,
+        Err(Verdict::Refused) => return Step::Refused,
+        Err(_) => return Step::Through,
+    };
+    match limits::charge(device.slot, bytes) {
+        Verdict::Charged => Step::Charged(device, bytes),
+        Verdict::Refused => Step::Refused,
+        Verdict::Unaccounted => Step::Through,
+    }
+}
+
+/// Where an allocation goes: a device named by the call, or the current one.
+pub enum Target {
+    Current,
+    Ordinal(i32),
+}
+
+/// The result of the driver's part of an allocation.
+pub struct Allocated {
+    pub result: CuResult,
+    /// On success, the key of what was allocated and the bytes it really
+    /// took (when the driver decides, e.g. a pitch), else the charge.
+    pub key: Option<(u64, Option<u64>)>,
+}
+
+/// Charge `bytes`, run the driver's allocation `call`, and record or
+/// refund. A refused allocation never reaches the driver.
+#[inline]
+pub fn allocate(
+    drv: &impl Driver,
+    target: Target,
+    kind: Kind,
+    bytes: u64,
+    call: impl FnOnce() -> Allocated,
+) -> CuResult {
+    if !limits::active() {
+        return call().result;
+    }
+    let ordinal = match target {
+        Target::Current => drv.current_device(),
+        Target::Ordinal(o) => Some(o),
+    };
+    let device = match ordinal {
+        Some(o) => devices::resolve(o, |o| drv.uuid(o)),
+        // No current context: the driver will say so.
+        None => Ok(None),
+    };
+    let (device, charged) = match charge_on(device, bytes) {
+        Step::Refused => return CUDA_ERROR_OUT_OF_MEMORY,
+        Step::Through => return call().result,
+        Step::Charged(d, b) => (d, b),
+    };
+    let done = call();
+    match done.key {
+        Some((key, actual)) if done.result == CUDA_SUCCESS => {
+            let mut bytes = charged;
+            if let Some(actual) = actual {
+                if actual < charged {
+                    limits::give_back(device.slot, charged - actual);
+                    bytes = actual;
+                } else if actual > charged
+                    && limits::charge(device.slot, actual - charged) == Verdict::Charged
+                {
+                    bytes = actual;
+                }
+            }
+            let record = Record {
+                slot: device.slot,
+                bytes,
+            };
+            // An address handed out again whose earlier allocation was freed
+            // by a way the hook does not see (a context destroyed with its
+            // memory, a legacy entry point): that one's charge ends here.
+            if let Some(old) = shard(key).lock().insert((kind, key), record) {
+                limits::give_back(old.slot, old.bytes);
+            }
+        }
+        _ => limits::give_back(device.slot, charged),
+    }
+    done.result
+}
+
+/// Run the driver's free of `key` and give back what its allocation took.
+#[inline]
+pub fn free(kind: Kind, key: u64, call: impl FnOnce() -> CuResult) -> CuResult {
+    if !limits::active() {
+        return call();
+    }
+    let taken = shard(key).lock().remove(&(kind, key));
+    let result = call();
+    if let Some(r) = taken {
+        if result == CUDA_SUCCESS {
+            limits::give_back(r.slot, r.bytes);
+        } else {
+            shard(key).lock().insert((kind, key), r);
+        }
+    }
+    result
+}
+
+/// The worker's partition on a device as (free, total): its limit as the
+/// total and what is left of it as free, never more than the driver's own
+/// free memory and never below 0. `None`: no limit there, report the
+/// driver's figures.
+pub fn partition(uuid: Option<&str>, driver_free: u64) -> Option<(u64, u64)> {
+    if !limits::active() {
+        return None;
+    }
+    let (used, limit) = limits::view(uuid?)?;
+    Some((limit.saturating_sub(used).min(driver_free), limit))
+}
+
+/// The UUID text of a CUDA device for [`partition`], learning it if needed.
+pub fn uuid_of(drv: &impl Driver, ordinal: i32) -> Option<&'static str> {
+    if !limits::active() {
+        return None;
+    }
+    let _ = devices::resolve(ordinal, |o| drv.uuid(o));
+    devices::uuid_of(usize::try_from(ordinal).ok()?)
+}
+
+/// Bytes per element of a CUDA array format (`CUarray_format`) per channel;
+/// formats whose size the hook does not know count as 16 bytes (the
+/// largest), so no array is under-charged.
+pub fn format_bytes(format: u32) -> u64 {
+    match format {
+        0x01 | 0x08 => 1,        // UNSIGNED_INT8, SIGNED_INT8
+        0x02 | 0x09 | 0x10 => 2, // UNSIGNED_INT16, SIGNED_INT16, HALF
+        0x03 | 0x0a | 0x20 => 4, // UNSIGNED_INT32, SIGNED_INT32, FLOAT
+        _ => 16,
+    }
+}
+
+/// Bytes of an array of `w` × `h` × `d` elements (0 = dimension unused).
+pub fn array_bytes(w: u64, h: u64, d: u64, format: u32, channels: u32) -> u64 {
+    w.saturating_mul(h.max(1))
+        .saturating_mul(d.max(1))
+        .saturating_mul(format_bytes(format))
+        .saturating_mul(channels.max(1) as u64)
+}
+
+/// Bytes of a mipmapped array: every level halves each used dimension.
+pub fn mipmapped_bytes(w: u64, h: u64, d: u64, format: u32, channels: u32, levels: u32) -> u64 {
+    (0..levels.clamp(1, 64)).fold(0u64, |sum, l| {
+        let dim = |x: u64| if x == 0 { 0 } else { (x >> l).max(1) };
+        sum.saturating_add(array_bytes(dim(w), dim(h), dim(d), format, channels))
+    })
+}
+
+/// The first charge of a pitched allocation: rows padded to 512 bytes, the
+/// largest pitch alignment CUDA devices use; the driver's real pitch then
+/// settles it.
+pub fn pitch_bound(width: u64, height: u64) -> u64 {
+    width
+        .div_ceil(512)
+        .saturating_mul(512)
+        .saturating_mul(height)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_sizes() {
+        assert_eq!(array_bytes(100, 0, 0, 0x20, 4), 1600);
+        assert_eq!(array_bytes(10, 10, 10, 0x01, 1), 1000);
+        assert_eq!(mipmapped_bytes(8, 8, 0, 0x01, 1, 4), 64 + 16 + 4 + 1);
+        assert_eq!(pitch_bound(513, 2), 2048);
+    }
+}
