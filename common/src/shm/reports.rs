@@ -1,0 +1,145 @@
+//! Limits and reports, for libaccelerator and its vendors.
+
+use super::*;
+
+pub(super) fn set_once(
+    word: &AtomicU64,
+    value: u64,
+    what: &str,
+    worker: &str,
+    uuid: &str,
+) -> Res<()> {
+    match word.compare_exchange(0, value, AcqRel, Acquire) {
+        Ok(_) => Ok(()),
+        Err(v) if v == value => Ok(()),
+        Err(v) => Err(Error::OperationFailed(format!(
+            "{what} limit of worker {worker:?} on {uuid:?} is already {v} (hard limits are one-time)"
+        ))),
+    }
+}
+
+/// Set a worker's memory limit on a device (one-time; the same value again is fine).
+pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
+    if bytes == 0 || bytes > MAX_BYTES {
+        return Err(Error::InvalidParam(format!(
+            "memory limit {bytes} is outside 1..={MAX_BYTES}"
+        )));
+    }
+    let l = shared()?;
+    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    let d = device(l, uuid)?;
+    set_once(&l.wd[w][d].mem_limit, bytes, "memory", worker, uuid)
+}
+
+/// Set a worker's compute limit (percent, 1–100) on a device (one-time).
+pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
+    if !(1..=100).contains(&percent) {
+        return Err(Error::InvalidParam(format!(
+            "compute limit {percent}% is outside 1..=100"
+        )));
+    }
+    let l = shared()?;
+    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    let d = device(l, uuid)?;
+    set_once(
+        &l.wd[w][d].bucket.limit,
+        percent.into(),
+        "compute",
+        worker,
+        uuid,
+    )
+}
+
+/// One worker's limits on one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitEntry {
+    pub worker: String,
+    pub device_uuid: String,
+    pub memory_bytes: Option<u64>,
+    pub compute_percent: Option<u32>,
+}
+
+pub(super) fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
+    l.devices
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.state.load(Acquire) == KEY_READY)
+        .map(|(d, k)| (d, key_name(k)))
+        .collect()
+}
+
+/// Every limit set on the node.
+pub fn limits() -> Res<Vec<LimitEntry>> {
+    let l = shared()?;
+    let devices = ready_devices(l);
+    let mut out = Vec::new();
+    for (w, wk) in l.workers.iter().enumerate().skip(1) {
+        if wk.key.state.load(Acquire) != KEY_READY {
+            continue;
+        }
+        for (d, uuid) in &devices {
+            let mem = l.wd[w][*d].mem_limit.load(Acquire);
+            let cu = l.wd[w][*d].bucket.limit.load(Acquire);
+            if mem != 0 || cu != 0 {
+                out.push(LimitEntry {
+                    worker: key_name(&wk.key),
+                    device_uuid: uuid.clone(),
+                    memory_bytes: (mem != 0).then_some(mem),
+                    compute_percent: (cu != 0).then_some(cu as u32),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the limiter recorded for one live process on one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessUsage {
+    pub pid: i32,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// The worker id; empty for a process without `ACCELERATOR_WORKER_ID`.
+    pub worker: String,
+    pub device_uuid: String,
+    /// Bytes the limiter recorded (allocations minus frees).
+    pub memory_bytes: u64,
+    /// Compute tokens granted so far (1 token = 1 ns of the whole device).
+    pub compute_tokens: u64,
+}
+
+/// Every live process the limiter knows, one entry per device it used.
+/// Dead processes are reclaimed first, so the bytes are those of live
+/// processes only.
+pub fn processes() -> Res<Vec<ProcessUsage>> {
+    let l = shared()?;
+    sweep(l, None);
+    let devices = ready_devices(l);
+    let mut out = Vec::new();
+    for p in &l.procs {
+        let st = p.state.load(Acquire);
+        if st & 3 != PROC_LIVE {
+            continue;
+        }
+        let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
+        let worker = if w == 0 {
+            String::new()
+        } else {
+            key_name(&l.workers[w].key)
+        };
+        let mask = p.devmask.load(Acquire);
+        for (d, uuid) in &devices {
+            if mask & 1 << d != 0 {
+                out.push(ProcessUsage {
+                    pid: word_pid(st),
+                    start_time: p.start.load(Relaxed),
+                    worker: worker.clone(),
+                    device_uuid: uuid.clone(),
+                    memory_bytes: low48(p.held[*d].load(Acquire)),
+                    compute_tokens: p.tokens[*d].load(Relaxed),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
