@@ -11,14 +11,14 @@ use crate::statedir::{self, Create};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::Path;
-use std::sync::Mutex;
-
-pub(super) static OPEN: Mutex<()> = Mutex::new(());
 
 #[cold]
 #[inline(never)]
 pub(super) fn open_shared() -> Res<&'static Layout> {
-    let _g = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    // Before the lock below: a fork while it is held must find the
+    // handler that frees it in the child.
+    owner::init();
+    let _g = owner::OPEN.lock();
     if let Some(l) = MAP.get() {
         return Ok(l);
     }
@@ -34,7 +34,9 @@ pub(super) fn open_or_create() -> Res<&'static Layout> {
     let path = dir.join(FILE_NAME);
     for _ in 0..3 {
         if let Some(file) = statedir::open(&path, Create::Never)? {
-            return validate_and_map(&file, &path);
+            let l = validate_and_map(&file, &path)?;
+            owner::adopt(file, &path)?;
+            return Ok(l);
         }
         create(&dir, &path)?;
     }
@@ -45,7 +47,13 @@ pub(super) fn open_or_create() -> Res<&'static Layout> {
 }
 
 pub(super) fn create(dir: &Path, path: &Path) -> Res<()> {
-    let tmp = dir.join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+    // Unique among creators: pids repeat across pid namespaces.
+    let tmp = dir.join(format!(
+        ".{FILE_NAME}.{}.{}.{}.tmp",
+        owner::pid_ns(),
+        std::process::id(),
+        map::monotonic_ns()
+    ));
     let _ = std::fs::remove_file(&tmp);
     let file = statedir::open(&tmp, Create::IfMissing)?
         .ok_or_else(|| Error::Internal("create returned no file".into()))?;

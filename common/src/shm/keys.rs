@@ -32,11 +32,13 @@ pub(super) fn key_name(k: &Key) -> String {
 
 /// Find `name` in a table of named slots, claiming the first free slot for
 /// it when `claim`. Slots are claimed in order and never released, so the
-/// first FREE slot ends the search. A slot being claimed by a live process
-/// is waited for (its owner is a few stores from done); one whose claimer
-/// died is taken over.
+/// first FREE slot ends the search. A claimer holds the slot's lock byte
+/// (`owner.rs`, table `locks`) from before it marks the slot until the name
+/// is published: a slot being claimed is waited for while its lock is held,
+/// and taken over (claim) or passed (lookup) once it is not: its claimer died.
 pub(super) fn find_key<'a>(
     table: impl Iterator<Item = &'a Key>,
+    locks: usize,
     name: &str,
     claim: bool,
 ) -> Res<Option<usize>> {
@@ -56,35 +58,36 @@ pub(super) fn find_key<'a>(
                 }
                 break;
             }
-            let take = if st == KEY_FREE {
-                if !claim {
-                    return Ok(None);
-                }
-                true
-            } else {
-                spins += 1;
-                if spins % 64 == 0 && !alive(word_pid(st), None) {
-                    if !claim {
-                        break;
-                    }
-                    true
-                } else {
-                    std::thread::yield_now();
-                    false
-                }
-            };
-            if take
-                && k.state
-                    .compare_exchange(st, proc_word(my_pid(), KEY_CLAIMING), AcqRel, Acquire)
-                    .is_ok()
-            {
-                for (a, b) in k.words.iter().zip(&words) {
-                    a.store(*b, Relaxed);
-                }
-                k.hash.store(hash, Relaxed);
-                k.state.store(KEY_READY, Release);
-                return Ok(Some(i));
+            if st == KEY_FREE && !claim {
+                return Ok(None);
             }
+            spins += 1;
+            if st != KEY_FREE && spins % 64 != 0 {
+                std::thread::yield_now();
+                continue;
+            }
+            let _g = owner::KEYS.lock();
+            if !owner::try_lock(owner::key_lock(locks, i))? {
+                drop(_g);
+                std::thread::yield_now();
+                continue;
+            }
+            let st = k.state.load(Acquire);
+            if st == KEY_READY || !claim {
+                owner::unlock(owner::key_lock(locks, i));
+                if st == KEY_READY {
+                    continue;
+                }
+                break; // its claimer died: no name to compare
+            }
+            k.state.store(KEY_CLAIMING, Release);
+            for (a, b) in k.words.iter().zip(&words) {
+                a.store(*b, Relaxed);
+            }
+            k.hash.store(hash, Relaxed);
+            k.state.store(KEY_READY, Release);
+            owner::unlock(owner::key_lock(locks, i));
+            return Ok(Some(i));
         }
     }
     if claim {
@@ -97,7 +100,7 @@ pub(super) fn find_key<'a>(
 }
 
 pub(super) fn device_index(l: &Layout, uuid: &str, claim: bool) -> Res<Option<usize>> {
-    find_key(l.devices.iter(), uuid, claim)
+    find_key(l.devices.iter(), owner::DEVICE_KEYS, uuid, claim)
 }
 
 pub(super) fn device(l: &Layout, uuid: &str) -> Res<usize> {
@@ -106,7 +109,13 @@ pub(super) fn device(l: &Layout, uuid: &str) -> Res<usize> {
 
 /// Worker slot of a named worker (slot 0, the anonymous pool, has no name).
 pub(super) fn worker_index(l: &Layout, worker: &str, claim: bool) -> Res<Option<usize>> {
-    Ok(find_key(l.workers[1..].iter().map(|w| &w.key), worker, claim)?.map(|i| i + 1))
+    Ok(find_key(
+        l.workers[1..].iter().map(|w| &w.key),
+        owner::WORKER_KEYS,
+        worker,
+        claim,
+    )?
+    .map(|i| i + 1))
 }
 
 pub(super) fn known_worker(l: &Layout, worker: &str) -> Res<usize> {

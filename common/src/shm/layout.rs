@@ -8,7 +8,7 @@
 //! | devices | 64 × 128 B | device UUIDs, claimed the first time a UUID is seen |
 //! | workers | 1,024 × 192 B | worker ids, frozen flag, accumulated freeze time; slot 0 is the anonymous pool |
 //! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, memory limit, memory auto-freeze, last sweep; line 2: token bucket (TAT), compute limit, compute auto-freeze |
-//! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, per device: held bytes, pending intent, tokens used |
+//! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
 
 use super::*;
 
@@ -76,6 +76,11 @@ pub(super) struct Proc {
     pub(super) worker: AtomicU64,
     /// Bit d: the process has used device d.
     pub(super) devmask: AtomicU64,
+    /// The pid namespace the pid is of (`owner::pid_ns`).
+    pub(super) ns: AtomicU64,
+    /// 1: the process registered itself and holds the slot's lock byte;
+    /// 0: a proxy slot (`owner.rs`).
+    pub(super) owned: AtomicU64,
     /// bytes (48 bits) | seq << 48.
     pub(super) held: [AtomicU64; MAX_DEVICES],
     /// delta (signed, 48 bits) | seq << 48.

@@ -140,3 +140,39 @@ fn revoke() {
     }
     MODE.store(LOCKED, Release);
 }
+
+/// A process-local lock that a `fork()` cannot leave held in the child:
+/// the fork handler (`owner::after_fork`) frees it there, where the thread
+/// that held it does not exist. It guards short cold sections (registering,
+/// reclaiming, claiming a name), so waiting is a yield loop.
+pub(super) struct ForkLock(AtomicBool);
+
+pub(super) struct ForkGuard<'a>(&'a AtomicBool);
+
+impl Drop for ForkGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Release);
+    }
+}
+
+impl ForkLock {
+    pub(super) const fn new() -> ForkLock {
+        ForkLock(AtomicBool::new(false))
+    }
+
+    pub(super) fn lock(&self) -> ForkGuard<'_> {
+        while self
+            .0
+            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+        ForkGuard(&self.0)
+    }
+
+    /// In the child after `fork()` only: no other thread exists there.
+    pub(super) fn reset(&self) {
+        self.0.store(false, Relaxed);
+    }
+}

@@ -128,3 +128,37 @@ pub(super) fn thread_id() -> u64 {
         unsafe { libc::pthread_self() as u64 }
     }
 }
+
+/// Take (`lock`) or release an open-file-description lock on byte `off` of
+/// the file `fd` refers to, without waiting. Ok(false): another open file
+/// description holds it. OFD locks belong to the open file description, so
+/// the kernel drops them when the last descriptor of it is closed, a
+/// process's death included, and a process of any pid namespace sees them.
+pub(super) fn ofd_lock(fd: i32, off: u64, lock: bool) -> std::io::Result<bool> {
+    // SAFETY: flock is plain data; zeroed is a valid value (l_pid must be 0
+    // for OFD locks).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = if lock { libc::F_WRLCK } else { libc::F_UNLCK } as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = off as libc::off_t;
+    fl.l_len = 1;
+    loop {
+        // SAFETY: F_OFD_SETLK reads the flock we own; a bad fd is EBADF.
+        if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &fl) } == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN | libc::EACCES) => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Close a descriptor this module's caller owns (async-signal-safe: used
+/// in the fork handler).
+pub(super) fn close(fd: i32) {
+    // SAFETY: the caller owns `fd` and forgets it.
+    unsafe { libc::close(fd) };
+}

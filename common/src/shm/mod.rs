@@ -31,6 +31,7 @@ mod layout;
 mod local;
 mod map;
 mod memory;
+mod owner;
 mod process;
 mod reclaim;
 mod reports;
@@ -57,7 +58,7 @@ use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::OnceLock;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMIT");
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 pub const FILE_NAME: &str = "limiter.shm";
 pub const ENV_WORKER_ID: &str = "ACCELERATOR_WORKER_ID";
 

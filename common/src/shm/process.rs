@@ -6,27 +6,35 @@
 //! a process id that is not the caller's own, `/proc/<pid>/environ` is read.
 //! Without the variable the process is a worker of its own: it joins the
 //! anonymous pool (worker slot 0), which is never limited nor frozen.
-//! Processes are named by pid and start time (field 22 of `/proc/<pid>/stat`):
-//! a pid reused by a new process is never mistaken for the dead one. Pids are
-//! those of the limiter's pid namespace (hooks and hypervisor must share it).
+//! A process is named by its pid namespace (`/proc/self/ns/pid`), its pid
+//! there and its start time (field 22 of `/proc/<pid>/stat`): the same pid in
+//! two containers, or a pid reused by a new process, is another process. A
+//! process registering itself owns its slot through a lock the kernel drops
+//! when it dies (`owner.rs`); nothing is judged by a pid of another
+//! namespace. A forked child is a new process: its first call registers it
+//! in a slot of its own (with the worker of its environment at that time).
 
 use super::*;
-use std::sync::Mutex;
 
-/// (pid << 32) | (slot + 1) of the calling process's own slot.
+/// (pid << 32) | (slot + 1) of the calling process's own slot (reset in a
+/// forked child, whose pid may even be its parent's in another namespace).
 pub(super) static OWN_SLOT: AtomicU64 = AtomicU64::new(0);
-/// Registration within one process is serialised (a process-local lock dies
-/// with its process, so it strands nobody else).
-pub(super) static REGISTER: Mutex<()> = Mutex::new(());
 
 // ---- liveness ---------------------------------------------------------------
 
-/// (state letter, start time) of a process from `/proc/<pid>/stat`.
+/// (state letter, start time) of a process from `/proc/<pid>/stat`; the
+/// caller's own from `/proc/self/stat`, which is right even where /proc
+/// was mounted from another pid namespace than the caller's.
 pub(super) fn proc_stat(pid: i32) -> Option<(u8, u64)> {
     if pid <= 0 {
         return None;
     }
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let stat = if pid == my_pid() {
+        std::fs::read("/proc/self/stat")
+    } else {
+        std::fs::read(format!("/proc/{pid}/stat"))
+    }
+    .ok()?;
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     let mut fields = rest.split_ascii_whitespace();
@@ -103,30 +111,40 @@ pub(super) fn own_slot(l: &Layout, pid: i32) -> Option<usize> {
 #[cold]
 #[inline(never)]
 pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
-    let _g = REGISTER.lock().unwrap_or_else(|e| e.into_inner());
-    let me = my_pid();
+    let _g = owner::PROCESS.lock();
+    let own = pid == my_pid();
     let start = proc_stat(pid)
         .filter(|(st, _)| !matches!(st, b'Z' | b'X' | b'x'))
         .map(|(_, s)| s)
         .ok_or_else(|| Error::NotFound(format!("process {pid} does not exist")))?;
+    let ns = owner::pid_ns();
     let live = proc_word(pid, PROC_LIVE);
     for (i, p) in l.procs.iter().enumerate() {
-        if p.state.load(Acquire) == live {
-            if p.start.load(Relaxed) == start {
-                if pid == me {
-                    OWN_SLOT.store((pid as u32 as u64) << 32 | (i as u64 + 1), Relaxed);
-                }
-                return Ok(i);
-            }
-            reclaim(l, i); // an earlier process with the same pid
+        if p.state.load(Acquire) != live || p.ns.load(Relaxed) != ns {
+            continue;
         }
+        if p.start.load(Relaxed) == start {
+            if own {
+                // A proxy slot of this process becomes its own. The lock is
+                // already held when another copy of this library in the
+                // process registered it.
+                if owner::try_lock(owner::proc_lock(i))? {
+                    p.owned.store(1, Release);
+                }
+                remember(pid, i);
+            }
+            return Ok(i);
+        }
+        reclaim(l, i); // an earlier process with this pid, if it is gone
     }
     let worker = worker_of(l, pid)?;
     for attempt in 0..2 {
-        if let Some(i) = claim_proc(l, me) {
+        if let Some(i) = claim_proc(l)? {
             let p = &l.procs[i];
             p.start.store(start, Relaxed);
             p.worker.store(worker as u64, Relaxed);
+            p.ns.store(ns, Relaxed);
+            p.owned.store(own.into(), Relaxed);
             p.devmask.store(0, Relaxed);
             for d in 0..MAX_DEVICES {
                 p.held[d].store(0, Relaxed);
@@ -134,13 +152,15 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
                 p.tokens[d].store(0, Relaxed);
             }
             p.state.store(live, Release);
-            if pid == me {
-                OWN_SLOT.store((pid as u32 as u64) << 32 | (i as u64 + 1), Relaxed);
+            if own {
+                remember(pid, i);
+            } else {
+                owner::unlock(owner::proc_lock(i));
             }
             return Ok(i);
         }
         if attempt == 0 {
-            sweep(l, None);
+            sweep_locked(l, None);
         }
     }
     Err(Error::ResourceExhausted(format!(
@@ -148,20 +168,24 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
     )))
 }
 
-pub(super) fn claim_proc(l: &Layout, me: i32) -> Option<usize> {
+fn remember(pid: i32, i: usize) {
+    OWN_SLOT.store((pid as u32 as u64) << 32 | (i as u64 + 1), Relaxed);
+}
+
+/// A free slot, marked CLAIMING with its lock byte held. The lock comes
+/// first: every claimer and reclaimer takes it before changing the slot.
+fn claim_proc(l: &Layout) -> Res<Option<usize>> {
     for (i, p) in l.procs.iter().enumerate() {
-        let st = p.state.load(Acquire);
-        let free = st & 3 == PROC_FREE
-            || (st & 3 == PROC_CLAIMING && (word_pid(st) == me || !alive(word_pid(st), None)));
-        if free
-            && p.state
-                .compare_exchange(st, proc_word(me, PROC_CLAIMING), AcqRel, Acquire)
-                .is_ok()
-        {
-            return Some(i);
+        if p.state.load(Acquire) & 3 != PROC_FREE || !owner::try_lock(owner::proc_lock(i))? {
+            continue;
         }
+        if p.state.load(Acquire) & 3 == PROC_FREE {
+            p.state.store(proc_word(my_pid(), PROC_CLAIMING), Release);
+            return Ok(Some(i));
+        }
+        owner::unlock(owner::proc_lock(i));
     }
-    None
+    Ok(None)
 }
 
 pub(super) fn mark_device(p: &Proc, d: usize) {

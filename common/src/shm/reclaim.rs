@@ -1,9 +1,10 @@
 //! Reclaiming a dead process
 //!
-//! A process slot's state word is `FREE`, `CLAIMING(pid)`, `LIVE(pid)` or
-//! `RECLAIMING(pid of the reclaimer)`. A process that finds a `LIVE` slot
-//! whose pid is gone, a zombie, or has another start time CASes it to
-//! `RECLAIMING(self)` — exactly one wins. For each device it touched, the
+//! A process slot's state word is `FREE`, `CLAIMING`, `LIVE(pid)` or
+//! `RECLAIMING`. Whoever takes a slot's lock byte (`owner.rs`) while the
+//! slot is not `FREE` has found its owner dead (a proxy slot: its process
+//! gone from `/proc`), and is the only one acting on it until it lets go.
+//! It marks the slot `RECLAIMING`. For each device it touched, the
 //! reclaimer settles any op of the dead slot that W names, then frees the
 //! slot's `held` bytes through the same protocol on behalf of the dead slot
 //! (intent `-held`, sequence + 1), so a reclaimer killed midway leaves
@@ -11,7 +12,7 @@
 //! subtraction. Before the slot is zeroed and set `FREE`, every W that
 //! names it is settled and un-named, and a `settled` word naming it cleared
 //! (a new process in the slot restarts its sequences). A `RECLAIMING`
-//! (or `CLAIMING`) slot whose owner is dead is taken over the same way.
+//! (or `CLAIMING`) slot whose lock is free is taken over the same way.
 //! Reclamation runs: when a memory check would block (sweeping that
 //! worker's processes, at most once per millisecond per worker and device),
 //! when a process registers and finds its pid stale or no free slot, and
@@ -19,29 +20,47 @@
 
 use super::*;
 
-/// Reclaim slot `i` if its process is dead (or its reclaimer died).
-/// Returns whether this call reclaimed it.
+/// Reclaim slot `i` if its process is dead (or its reclaimer died), with
+/// [`owner::PROCESS`] held. Returns whether this call reclaimed it.
 pub(super) fn reclaim(l: &Layout, i: usize) -> bool {
     let p = &l.procs[i];
-    let me = my_pid();
-    loop {
-        let st = p.state.load(Acquire);
-        let pid = word_pid(st);
-        let ours = match st & 3 {
-            PROC_LIVE => !alive(pid, Some(p.start.load(Relaxed))),
-            PROC_RECLAIMING => pid != me && !alive(pid, None),
-            _ => return false,
-        };
-        if !ours {
-            return false;
-        }
-        if p.state
-            .compare_exchange(st, proc_word(me, PROC_RECLAIMING), AcqRel, Acquire)
-            .is_ok()
-        {
-            break;
-        }
+    if p.state.load(Acquire) & 3 == PROC_FREE || own_index() == Some(i) {
+        return false;
     }
+    // Held: its owner (or a reclaimer, or a claimer) is alive.
+    if !owner::try_lock(owner::proc_lock(i)).unwrap_or(false) {
+        return false;
+    }
+    let st = p.state.load(Acquire);
+    let dead = match st & 3 {
+        PROC_FREE => false,
+        PROC_LIVE if p.owned.load(Acquire) == 0 => proxy_gone(p, st),
+        // An owned, claimed or half-reclaimed slot whose lock was free.
+        _ => true,
+    };
+    if dead {
+        free_books(l, i);
+    }
+    owner::unlock(owner::proc_lock(i));
+    dead
+}
+
+/// Whether the process of a proxy slot is gone: judged only in the pid
+/// namespace it was registered from (elsewhere its pid means nothing).
+fn proxy_gone(p: &Proc, st: u64) -> bool {
+    p.ns.load(Relaxed) == owner::pid_ns() && !alive(word_pid(st), Some(p.start.load(Relaxed)))
+}
+
+/// This process's own slot, if registered.
+fn own_index() -> Option<usize> {
+    let cached = OWN_SLOT.load(Relaxed);
+    (cached >> 32 == my_pid() as u32 as u64).then(|| (cached as u32 as usize).wrapping_sub(1))
+}
+
+/// Free what the dead slot `i` (its lock held) recorded, and the slot.
+fn free_books(l: &Layout, i: usize) {
+    let p = &l.procs[i];
+    p.state.store(proc_word(my_pid(), PROC_RECLAIMING), Release);
     let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
     let mask = p.devmask.load(Acquire);
     for d in (0..MAX_DEVICES).filter(|d| mask & 1 << d != 0) {
@@ -56,21 +75,21 @@ pub(super) fn reclaim(l: &Layout, i: usize) -> bool {
         p.tokens[d].store(0, Relaxed);
     }
     p.devmask.store(0, Relaxed);
+    p.owned.store(0, Relaxed);
     p.state.store(proc_word(0, PROC_FREE), Release);
-    true
 }
 
 /// Reclaim every dead process (of one worker, when given). Returns how many.
 pub(super) fn sweep(l: &Layout, worker: Option<usize>) -> usize {
-    let me = my_pid();
+    let _g = owner::PROCESS.lock();
+    sweep_locked(l, worker)
+}
+
+/// [`sweep`] with [`owner::PROCESS`] held.
+pub(super) fn sweep_locked(l: &Layout, worker: Option<usize>) -> usize {
     let mut n = 0;
     for (i, p) in l.procs.iter().enumerate() {
-        let st = p.state.load(Acquire);
-        let kind = st & 3;
-        if kind != PROC_LIVE && kind != PROC_RECLAIMING {
-            continue;
-        }
-        if kind == PROC_LIVE && word_pid(st) == me {
+        if p.state.load(Acquire) & 3 == PROC_FREE {
             continue;
         }
         if worker.is_some_and(|w| p.worker.load(Relaxed) as usize != w) {

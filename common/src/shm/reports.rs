@@ -96,7 +96,13 @@ pub fn limits() -> Res<Vec<LimitEntry>> {
 /// What the limiter recorded for one live process on one device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessUsage {
+    /// The pid as the calling process sees it (a host pid, when the caller
+    /// is on the host and the process in a container).
     pub pid: i32,
+    /// The pid in the process's own pid namespace, and that namespace (the
+    /// inode of its `/proc/<pid>/ns/pid`).
+    pub namespace_pid: i32,
+    pub pid_namespace: u64,
     /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
     pub start_time: u64,
     /// The worker id; empty for a process without `ACCELERATOR_WORKER_ID`.
@@ -108,19 +114,27 @@ pub struct ProcessUsage {
     pub compute_tokens: u64,
 }
 
-/// Every live process the limiter knows, one entry per device it used.
+/// Every live process the limiter knows that the caller can see, one entry
+/// per device it used, named by its pid in the caller's pid namespace.
 /// Dead processes are reclaimed first, so the bytes are those of live
-/// processes only.
+/// processes only. A process of a pid namespace the caller cannot see (a
+/// sibling container's, from inside a container) is left out: it has no
+/// pid here. The host sees every container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
     let l = shared()?;
     sweep(l, None);
     let devices = ready_devices(l);
     let mut out = Vec::new();
+    let mut visible = Visible::default();
     for p in &l.procs {
         let st = p.state.load(Acquire);
         if st & 3 != PROC_LIVE {
             continue;
         }
+        let (ns, start) = (p.ns.load(Relaxed), p.start.load(Relaxed));
+        let Some(pid) = visible.pid(ns, word_pid(st), start) else {
+            continue;
+        };
         let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
         let worker = if w == 0 {
             String::new()
@@ -131,8 +145,10 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
         for (d, uuid) in &devices {
             if mask & 1 << d != 0 {
                 out.push(ProcessUsage {
-                    pid: word_pid(st),
-                    start_time: p.start.load(Relaxed),
+                    pid,
+                    namespace_pid: word_pid(st),
+                    pid_namespace: ns,
+                    start_time: start,
                     worker: worker.clone(),
                     device_uuid: uuid.clone(),
                     memory_bytes: low48(p.held[*d].load(Acquire)),
@@ -142,4 +158,57 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
         }
     }
     Ok(out)
+}
+
+/// Pids of other pid namespaces as the caller's namespace sees them, from
+/// `/proc/<pid>/status` (`NSpid`: the pid in each namespace from the
+/// caller's down to the process's own) and `/proc/<pid>/ns/pid`, read once
+/// per report and only if some process is of another namespace.
+#[derive(Default)]
+struct Visible {
+    /// (namespace, pid in it, start time) → pid here.
+    map: Option<std::collections::HashMap<(u64, i32, u64), i32>>,
+}
+
+impl Visible {
+    fn pid(&mut self, ns: u64, pid: i32, start: u64) -> Option<i32> {
+        if ns == owner::pid_ns() {
+            return Some(pid);
+        }
+        self.map
+            .get_or_insert_with(scan_proc)
+            .get(&(ns, pid, start))
+            .copied()
+    }
+}
+
+fn scan_proc() -> std::collections::HashMap<(u64, i32, u64), i32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut map = std::collections::HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return map;
+    };
+    for entry in dir.flatten() {
+        let Some(here) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let (Ok(ns), Ok(status)) = (
+            std::fs::metadata(format!("/proc/{here}/ns/pid")),
+            std::fs::read_to_string(format!("/proc/{here}/status")),
+        ) else {
+            continue;
+        };
+        let inner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|l| l.split_ascii_whitespace().last()?.parse::<i32>().ok());
+        if let (Some(inner), Some((_, start))) = (inner, proc_stat(here)) {
+            map.insert((ns.ino(), inner, start), here);
+        }
+    }
+    map
 }
