@@ -24,10 +24,10 @@ pub struct ComputeOutcome {
 
 /// `CheckAndRecordComputeOps` for process `pid`.
 pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
-    check_compute_on(pid, device_slot(uuid)?, tokens)
+    check_compute_on(pid, device_slot_for(pid, uuid)?, tokens)
 }
 
-/// [`check_compute`] on device slot `d` (from [`device_slot`]).
+/// [`check_compute`] on device slot `d` (from [`device_slot_for`]).
 #[inline]
 pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
     match compute_fast(pid, d, tokens) {
@@ -63,7 +63,7 @@ pub(super) fn tokens_left(tat: u64, now: u64, percent: u64) -> u64 {
 /// [`compute_slow`], which handles every case, decides.
 #[inline(always)]
 pub(super) fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOutcome> {
-    let l = *MAP.get()?;
+    let l = map::published()?;
     let i = own_slot(l, pid)?;
     let p = &l.procs[i];
     let w = p.worker.load(Relaxed) as usize;

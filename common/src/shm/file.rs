@@ -19,13 +19,13 @@ pub(super) fn open_shared() -> Res<&'static Layout> {
     // handler that frees it in the child.
     owner::init();
     let _g = owner::OPEN.lock();
-    if let Some(l) = MAP.get() {
+    if let Some(l) = map::published() {
         return Ok(l);
     }
     let l = open_or_create()?;
     // Before any check can take a stripe of the process-local lock.
     local::init();
-    let _ = MAP.set(l);
+    map::publish(l);
     Ok(l)
 }
 

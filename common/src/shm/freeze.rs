@@ -84,12 +84,17 @@ impl std::str::FromStr for Resource {
 pub fn auto_freeze(worker: &str, uuid: &str, resource: Resource, frozen: bool) -> Res<()> {
     let l = shared()?;
     let w = known_worker(l, worker)?;
-    let d = device(l, uuid)?;
-    let wd = &l.wd[w][d];
-    let word = match resource {
-        Resource::Memory => &wd.mem_frozen,
-        Resource::Compute => &wd.bucket.frozen,
-    };
-    word.store(frozen.into(), Release);
-    Ok(())
+    if !frozen && devices::lookup(l, uuid)?.is_none() {
+        return Ok(()); // nothing frozen there; naming the device would be all
+    }
+    // Under the device table's lock: a freeze word keeps the entry in use.
+    devices::with_entry(l, uuid, devices::Origin::Client, |d| {
+        let wd = &l.wd[w][d];
+        let word = match resource {
+            Resource::Memory => &wd.mem_frozen,
+            Resource::Compute => &wd.bucket.frozen,
+        };
+        word.store(frozen.into(), Release);
+        Ok(())
+    })
 }

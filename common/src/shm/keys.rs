@@ -1,4 +1,5 @@
-//! Named slots: device UUIDs and worker ids, claimed the first time a name is seen.
+//! Named slots: the text of a device UUID or worker id, and the worker
+//! table, whose entries are claimed the first time a worker id is seen.
 
 use super::*;
 
@@ -33,12 +34,11 @@ pub(super) fn key_name(k: &Key) -> String {
 /// Find `name` in a table of named slots, claiming the first free slot for
 /// it when `claim`. Slots are claimed in order and never released, so the
 /// first FREE slot ends the search. A claimer holds the slot's lock byte
-/// (`owner.rs`, table `locks`) from before it marks the slot until the name
+/// (`owner.rs`) from before it marks the slot until the name
 /// is published: a slot being claimed is waited for while its lock is held,
 /// and taken over (claim) or passed (lookup) once it is not: its claimer died.
 pub(super) fn find_key<'a>(
     table: impl Iterator<Item = &'a Key>,
-    locks: usize,
     name: &str,
     claim: bool,
 ) -> Res<Option<usize>> {
@@ -67,14 +67,14 @@ pub(super) fn find_key<'a>(
                 continue;
             }
             let _g = owner::KEYS.lock();
-            if !owner::try_lock(owner::key_lock(locks, i))? {
+            if !owner::try_lock(owner::worker_lock(i))? {
                 drop(_g);
                 std::thread::yield_now();
                 continue;
             }
             let st = k.state.load(Acquire);
             if st == KEY_READY || !claim {
-                owner::unlock(owner::key_lock(locks, i));
+                owner::unlock(owner::worker_lock(i));
                 if st == KEY_READY {
                     continue;
                 }
@@ -86,7 +86,7 @@ pub(super) fn find_key<'a>(
             }
             k.hash.store(hash, Relaxed);
             k.state.store(KEY_READY, Release);
-            owner::unlock(owner::key_lock(locks, i));
+            owner::unlock(owner::worker_lock(i));
             return Ok(Some(i));
         }
     }
@@ -99,23 +99,9 @@ pub(super) fn find_key<'a>(
     }
 }
 
-pub(super) fn device_index(l: &Layout, uuid: &str, claim: bool) -> Res<Option<usize>> {
-    find_key(l.devices.iter(), owner::DEVICE_KEYS, uuid, claim)
-}
-
-pub(super) fn device(l: &Layout, uuid: &str) -> Res<usize> {
-    device_index(l, uuid, true)?.ok_or_else(|| Error::Internal("device claim".into()))
-}
-
 /// Worker slot of a named worker (slot 0, the anonymous pool, has no name).
 pub(super) fn worker_index(l: &Layout, worker: &str, claim: bool) -> Res<Option<usize>> {
-    Ok(find_key(
-        l.workers[1..].iter().map(|w| &w.key),
-        owner::WORKER_KEYS,
-        worker,
-        claim,
-    )?
-    .map(|i| i + 1))
+    Ok(find_key(l.workers[1..].iter().map(|w| &w.key), worker, claim)?.map(|i| i + 1))
 }
 
 pub(super) fn known_worker(l: &Layout, worker: &str) -> Res<usize> {

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size |
 //! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
-//! | devices | 64 × 128 B | device UUIDs, claimed the first time a UUID is seen |
+//! | devices | 64 × 128 B | device UUIDs, pinned flag (`devices.rs`) |
 //! | workers | 1,024 × 192 B | worker ids, frozen flag, accumulated freeze time; slot 0 is the anonymous pool |
 //! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, memory limit, memory auto-freeze, last sweep; line 2: token bucket (TAT), compute limit, compute auto-freeze |
 //! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
@@ -31,6 +31,8 @@ pub(super) struct Key {
     pub(super) state: AtomicU64,
     pub(super) hash: AtomicU64,
     pub(super) words: [AtomicU64; 8],
+    /// Devices: 1 = a host limit was set here (`devices.rs`).
+    pub(super) pinned: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -104,6 +106,8 @@ pub const SIZE: usize = std::mem::size_of::<Layout>();
 pub(super) const KEY_FREE: u64 = 0;
 pub(super) const KEY_CLAIMING: u64 = 1;
 pub(super) const KEY_READY: u64 = 2;
+/// Devices only: being retired (`devices.rs`).
+pub(super) const KEY_RETIRING: u64 = 3;
 
 pub(super) const PROC_FREE: u64 = 0;
 pub(super) const PROC_CLAIMING: u64 = 1;

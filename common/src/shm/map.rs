@@ -13,6 +13,29 @@ use crate::{Error, Res};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
+/// The published mapping (null until the first open). An atomic pointer
+/// rather than a `OnceLock`: a `fork()` while another thread is inside a
+/// `Once` leaves the child waiting on it forever.
+static PUBLISHED: std::sync::atomic::AtomicPtr<Layout> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// The mapping, once [`publish`]ed.
+#[inline(always)]
+pub(super) fn published() -> Option<&'static Layout> {
+    let p = PUBLISHED.load(std::sync::atomic::Ordering::Acquire);
+    // SAFETY: only `publish` stores here, a pointer from `map`: valid for
+    // 'static (never unmapped), see the module comment.
+    unsafe { p.as_ref() }
+}
+
+/// Make `l` (from [`map`]) the mapping every later call uses.
+pub(super) fn publish(l: &'static Layout) {
+    PUBLISHED.store(
+        (l as *const Layout).cast_mut(),
+        std::sync::atomic::Ordering::Release,
+    );
+}
+
 /// Map `len` bytes of `file` shared and read-write as the limiter layout.
 /// The caller has checked the file's header and size.
 pub(super) fn map(file: &File, len: usize) -> Res<&'static Layout> {

@@ -215,10 +215,10 @@ pub(super) fn available(limit: u64, used: u64) -> u64 {
 
 /// `CheckAndRecordMemoryOps` for process `pid` (positive delta: allocate).
 pub fn check_memory(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {
-    check_memory_on(pid, device_slot(uuid)?, delta)
+    check_memory_on(pid, device_slot_for(pid, uuid)?, delta)
 }
 
-/// [`check_memory`] on device slot `d` (from [`device_slot`]).
+/// [`check_memory`] on device slot `d` (from [`device_slot_for`]).
 #[inline]
 pub fn check_memory_on(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
     match memory_fast(pid, d, delta) {
@@ -236,7 +236,7 @@ pub fn check_memory_on(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
 /// CAS but the op's `intent`, which the slow path writes again unchanged.
 #[inline(always)]
 pub(super) fn memory_fast(pid: i32, d: usize, delta: i64) -> Option<MemOutcome> {
-    let l = *MAP.get()?;
+    let l = map::published()?;
     if d >= MAX_DEVICES || delta.unsigned_abs() > MAX_BYTES {
         return None;
     }
@@ -354,7 +354,7 @@ pub(super) fn try_sweep(l: &Layout, w: usize, wd: &WorkerDevice) -> bool {
 pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
     let l = shared()?;
     let w = known_worker(l, worker)?;
-    let d = device_index(l, uuid, false)?
+    let d = devices::lookup(l, uuid)?
         .ok_or_else(|| Error::NotFound(format!("device {uuid:?} is not known to the limiter")))?;
     let wd = &l.wd[w][d];
     let limit = wd.mem_limit.load(Acquire);

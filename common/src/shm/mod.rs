@@ -24,6 +24,7 @@
 mod backoff;
 mod clock;
 mod compute;
+mod devices;
 mod file;
 mod freeze;
 mod keys;
@@ -37,6 +38,7 @@ mod reclaim;
 mod reports;
 
 pub use compute::{check_compute, check_compute_on, ComputeOutcome};
+pub use devices::CLIENT_ENTRIES;
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
 pub use memory::{check_memory, check_memory_on, worker_usage, MemOutcome};
@@ -55,7 +57,6 @@ use memory::{apply, unname};
 use process::*;
 use reclaim::*;
 use std::sync::atomic::{AtomicU64, Ordering::*};
-use std::sync::OnceLock;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMIT");
 pub const VERSION: u64 = 3;
@@ -76,24 +77,23 @@ pub const MAX_BYTES: u64 = (1 << 43) - 1;
 /// Token-bucket window: the burst is this much time at the worker's rate.
 pub const BURST_NS: u64 = 100_000_000;
 
-static MAP: OnceLock<&'static Layout> = OnceLock::new();
-
 /// The mapping, opened (and created if missing) on first use. A failure is
 /// not remembered: the next call tries again.
 #[inline]
 pub fn shared() -> Res<&'static Layout> {
-    match MAP.get() {
+    match map::published() {
         Some(l) => Ok(l),
         None => open_shared(),
     }
 }
 
-/// The device slot of `uuid`, claimed the first time it is seen. Device
-/// slots are never released or renamed, so a caller may keep the index for
-/// the life of the process (forked children included: they share the
-/// mapping) and pass it to [`check_memory_on`] / [`check_compute_on`].
-pub fn device_slot(uuid: &str) -> Res<usize> {
-    device(shared()?, uuid)
+/// The device slot of `uuid` for process `pid` (registering the process
+/// and naming the device if new): the index stays this device's for as
+/// long as that process lives, so the process may keep it and pass it to
+/// [`check_memory_on`] / [`check_compute_on`]. A forked child is another
+/// process: it asks again (`devices.rs` retires entries nobody uses).
+pub fn device_slot_for(pid: i32, uuid: &str) -> Res<usize> {
+    devices::slot_for(shared()?, pid, uuid)
 }
 
 fn checked_device(d: usize) -> Res<usize> {

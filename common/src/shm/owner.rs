@@ -33,7 +33,7 @@ use super::*;
 use std::fs::File;
 use std::os::fd::IntoRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicI32;
 
 /// Registration and reclamation in this process.
@@ -44,9 +44,12 @@ pub(super) static KEYS: ForkLock = ForkLock::new();
 pub(super) static OPEN: ForkLock = ForkLock::new();
 
 static FD: AtomicI32 = AtomicI32::new(-1);
+/// The process `FD` was opened by: another one means a fork whose handler
+/// was not installed yet (a fork racing the first open), and the child
+/// drops its copy on its first use.
+static FD_PID: AtomicU64 = AtomicU64::new(0);
 static FILE_DEV: AtomicU64 = AtomicU64::new(0);
 static FILE_INO: AtomicU64 = AtomicU64::new(0);
-static PATH: OnceLock<PathBuf> = OnceLock::new();
 /// This process's pid namespace (inode of /proc/self/ns/pid), 0 = not read.
 static NS: AtomicU64 = AtomicU64::new(0);
 
@@ -58,15 +61,18 @@ pub(super) fn adopt(file: File, path: &Path) -> Res<()> {
         .map_err(|e| Error::io("cannot stat", path, e))?;
     FILE_DEV.store(meta.dev(), Relaxed);
     FILE_INO.store(meta.ino(), Relaxed);
-    let _ = PATH.set(path.to_path_buf());
+    FD_PID.store(my_pid() as u64, Relaxed);
     FD.store(file.into_raw_fd(), Release);
     Ok(())
 }
 
-/// Install the fork handler (once per process, before the first open).
+/// Install the fork handler (once per process, before the first open; no
+/// `Once`: a fork while it ran would leave the child blocked on it).
 pub(super) fn init() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| map::at_fork_child(after_fork));
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !DONE.swap(true, AcqRel) {
+        map::at_fork_child(after_fork);
+    }
 }
 
 extern "C" fn after_fork() {
@@ -85,11 +91,16 @@ extern "C" fn after_fork() {
 fn fd() -> Res<i32> {
     let fd = FD.load(Acquire);
     if fd >= 0 {
-        return Ok(fd);
+        if FD_PID.load(Relaxed) == my_pid() as u64 {
+            return Ok(fd);
+        }
+        if FD.compare_exchange(fd, -1, AcqRel, Acquire).is_ok() {
+            map::close(fd);
+        }
     }
-    let path = PATH
-        .get()
-        .ok_or_else(|| Error::Internal("the limiter state file is not open".into()))?;
+    // The path now; the inode check below tells whether it is still the
+    // file this process mapped.
+    let path = &crate::statedir::path().join(FILE_NAME);
     let replaced = || {
         Error::OperationFailed(format!(
             "limiter state file {} was removed or replaced since this process mapped it; \
@@ -105,6 +116,7 @@ fn fd() -> Res<i32> {
         return Err(replaced());
     }
     let fd = file.into_raw_fd();
+    FD_PID.store(my_pid() as u64, Relaxed);
     match FD.compare_exchange(-1, fd, AcqRel, Acquire) {
         Ok(_) => Ok(fd),
         Err(other) => {
@@ -132,14 +144,15 @@ pub(super) fn proc_lock(i: usize) -> u64 {
     (SIZE + i) as u64
 }
 
-/// Lock byte of entry `i` of a name table (devices first, then workers).
-pub(super) fn key_lock(table: usize, i: usize) -> u64 {
-    (SIZE + MAX_PROCS + table + i) as u64
+/// Lock byte of the device table (`devices.rs`).
+pub(super) fn device_table_lock() -> u64 {
+    (SIZE + MAX_PROCS) as u64
 }
 
-/// The lock-byte offsets of the two name tables.
-pub(super) const DEVICE_KEYS: usize = 0;
-pub(super) const WORKER_KEYS: usize = MAX_DEVICES;
+/// Lock byte of worker entry `i`.
+pub(super) fn worker_lock(i: usize) -> u64 {
+    (SIZE + MAX_PROCS + 1 + i) as u64
+}
 
 /// This process's pid namespace: the inode of `/proc/self/ns/pid`, unique
 /// on the node while the namespace lives (0 when /proc cannot say).

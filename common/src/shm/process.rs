@@ -198,8 +198,5 @@ pub(super) fn mark_device(p: &Proc, d: usize) {
 /// `AddWorkerProcess`: register `pid` (and its worker) on a device.
 pub fn add_process(uuid: &str, pid: i32) -> Res<()> {
     let l = shared()?;
-    let d = device(l, uuid)?;
-    let i = proc_slot(l, pid)?;
-    mark_device(&l.procs[i], d);
-    Ok(())
+    devices::slot_for(l, pid, uuid).map(|_| ())
 }

@@ -27,8 +27,9 @@ pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
     }
     let l = shared()?;
     let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
-    let d = device(l, uuid)?;
-    set_once(&l.wd[w][d].mem_limit, bytes, "memory", worker, uuid)
+    devices::with_entry(l, uuid, devices::Origin::Host, |d| {
+        set_once(&l.wd[w][d].mem_limit, bytes, "memory", worker, uuid)
+    })
 }
 
 /// Set a worker's compute limit (percent, 1–100) on a device (one-time).
@@ -40,14 +41,15 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     }
     let l = shared()?;
     let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
-    let d = device(l, uuid)?;
-    set_once(
-        &l.wd[w][d].bucket.limit,
-        percent.into(),
-        "compute",
-        worker,
-        uuid,
-    )
+    devices::with_entry(l, uuid, devices::Origin::Host, |d| {
+        set_once(
+            &l.wd[w][d].bucket.limit,
+            percent.into(),
+            "compute",
+            worker,
+            uuid,
+        )
+    })
 }
 
 /// One worker's limits on one device.
