@@ -44,7 +44,8 @@ pub use layout::{Layout, SIZE};
 pub use memory::{check_memory, check_memory_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
-    limits, processes, set_compute_limit, set_memory_limit, LimitEntry, ProcessUsage,
+    limits, processes, set_compute_limit, set_compute_limit_for_caller, set_memory_limit,
+    set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 
 use crate::{Error, Res};

@@ -59,8 +59,10 @@ pub(super) fn my_pid() -> i32 {
 
 // ---- process slots ------------------------------------------------------------
 
-/// The worker a process belongs to, from its environment.
-pub(super) fn worker_of(l: &Layout, pid: i32) -> Res<usize> {
+/// The worker a process belongs to, from its environment; without
+/// `ACCELERATOR_WORKER_ID`, its private worker if it set limits of its own
+/// (`set_memory_limit_for_caller`), else the anonymous pool.
+pub(super) fn worker_of(l: &Layout, pid: i32, start: u64) -> Res<usize> {
     let value = if pid == my_pid() {
         std::env::var_os(ENV_WORKER_ID).map(|v| v.into_encoded_bytes())
     } else {
@@ -73,7 +75,10 @@ pub(super) fn worker_of(l: &Layout, pid: i32) -> Res<usize> {
             })
     };
     match value.filter(|v| !v.is_empty()) {
-        None => Ok(0),
+        None => {
+            let private = private_worker(owner::pid_ns(), pid, start);
+            Ok(worker_index(l, &private, false)?.unwrap_or(0))
+        }
         Some(v) => {
             let name = String::from_utf8(v).map_err(|_| {
                 Error::InvalidParam(format!("{ENV_WORKER_ID} of process {pid} is not UTF-8"))
@@ -137,7 +142,7 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
         }
         reclaim(l, i); // an earlier process with this pid, if it is gone
     }
-    let worker = worker_of(l, pid)?;
+    let worker = worker_of(l, pid, start)?;
     for attempt in 0..2 {
         if let Some(i) = claim_proc(l)? {
             let p = &l.procs[i];
@@ -166,6 +171,14 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
     Err(Error::ResourceExhausted(format!(
         "all {MAX_PROCS} limiter process slots are in use by live processes"
     )))
+}
+
+/// The worker of a process without `ACCELERATOR_WORKER_ID` that set its
+/// own limits: named for its pid namespace, pid and start time, so its
+/// limits bind that process alone (not a child, not a later process that
+/// reuses the pid).
+pub(super) fn private_worker(ns: u64, pid: i32, start: u64) -> String {
+    format!("process-{ns}-{pid}-{start}")
 }
 
 fn remember(pid: i32, i: usize) {

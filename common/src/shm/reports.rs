@@ -20,11 +20,7 @@ pub(super) fn set_once(
 
 /// Set a worker's memory limit on a device (one-time; the same value again is fine).
 pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
-    if bytes == 0 || bytes > MAX_BYTES {
-        return Err(Error::InvalidParam(format!(
-            "memory limit {bytes} is outside 1..={MAX_BYTES}"
-        )));
-    }
+    check_memory_limit(bytes)?;
     let l = shared()?;
     let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
     devices::with_entry(l, uuid, devices::Origin::Host, |d| {
@@ -34,11 +30,7 @@ pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
 
 /// Set a worker's compute limit (percent, 1–100) on a device (one-time).
 pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
-    if !(1..=100).contains(&percent) {
-        return Err(Error::InvalidParam(format!(
-            "compute limit {percent}% is outside 1..=100"
-        )));
-    }
+    check_compute_limit(percent)?;
     let l = shared()?;
     let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
     devices::with_entry(l, uuid, devices::Origin::Host, |d| {
@@ -50,6 +42,70 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
             uuid,
         )
     })
+}
+
+/// `AccelSetMemHardLimit` (ABI v2, no worker argument): the limit of the
+/// calling process's worker (`ACCELERATOR_WORKER_ID`); without one, of the
+/// calling process alone, as a worker of its own (see [`caller_worker`]).
+/// One-time, like [`set_memory_limit`].
+pub fn set_memory_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
+    check_memory_limit(bytes)?;
+    set_memory_limit(&caller_worker()?, uuid, bytes)
+}
+
+/// `AccelSetComputeUnitHardLimit` (ABI v2): as [`set_memory_limit_for_caller`].
+pub fn set_compute_limit_for_caller(uuid: &str, percent: u32) -> Res<()> {
+    check_compute_limit(percent)?;
+    set_compute_limit(&caller_worker()?, uuid, percent)
+}
+
+/// The worker whose limits the calling process sets: its
+/// `ACCELERATOR_WORKER_ID`, or else a private worker named for the process
+/// (`process::private_worker`), which the process joins now. Its books move
+/// with it only while empty: a process that already recorded memory as part
+/// of the anonymous pool is refused (set the limit before allocating).
+fn caller_worker() -> Res<String> {
+    if let Some(v) = std::env::var_os(ENV_WORKER_ID).filter(|v| !v.is_empty()) {
+        return v.into_string().map_err(|_| {
+            Error::InvalidParam(format!("{ENV_WORKER_ID} of this process is not UTF-8"))
+        });
+    }
+    let l = shared()?;
+    let pid = my_pid();
+    let i = proc_slot(l, pid)?;
+    let p = &l.procs[i];
+    let name = private_worker(p.ns.load(Relaxed), pid, p.start.load(Relaxed));
+    let w = worker_index(l, &name, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    let _g = owner::PROCESS.lock();
+    if p.worker.load(Relaxed) as usize != w {
+        if p.held.iter().any(|h| low48(h.load(Acquire)) != 0) {
+            return Err(Error::OperationFailed(
+                "this process has recorded memory already; a process without \
+                 ACCELERATOR_WORKER_ID sets its own limits before it allocates"
+                    .into(),
+            ));
+        }
+        p.worker.store(w as u64, Release);
+    }
+    Ok(name)
+}
+
+fn check_memory_limit(bytes: u64) -> Res<()> {
+    if bytes == 0 || bytes > MAX_BYTES {
+        return Err(Error::InvalidParam(format!(
+            "memory limit {bytes} is outside 1..={MAX_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_compute_limit(percent: u32) -> Res<()> {
+    if !(1..=100).contains(&percent) {
+        return Err(Error::InvalidParam(format!(
+            "compute limit {percent}% is outside 1..=100"
+        )));
+    }
+    Ok(())
 }
 
 /// One worker's limits on one device.
