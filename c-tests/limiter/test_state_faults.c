@@ -13,6 +13,10 @@
  *   every child's own updates complete (none inherits a held lock), and the
  *   parent's threads keep going.
  * limiter.shm:
+ * - removed, renamed or replaced while a client runs: the client goes on
+ *   with the file it has mapped, a new process is refused with an error
+ *   saying what happened (never a fresh file with no limits), and putting
+ *   the file back makes it work again;
  * - 1,000 made-up device UUIDs from a process that then exits, and from
  *   one that lives on: each named at most 48 (the rest refused with an
  *   error naming the device), and afterwards known devices, a device never
@@ -331,6 +335,107 @@ static void test_fork_during_updates(void) {
   CHECK(after > before, "the parent's threads keep updating after the forks (%ld → %ld)", before, after);
 }
 
+/* ---- the limiter's file removed, renamed, replaced ------------------------------ */
+
+static char self_exe[PATH_MAX], lim_path[PATH_MAX];
+
+/* A new process's first limiter call: its result code, its error in `err`. */
+static int new_process_call(char *err, size_t n) {
+  char cmd[2 * PATH_MAX + 32];
+  snprintf(cmd, sizeof cmd, "'%s' first-call '%s'", self_exe, lim_path);
+  FILE *p = popen(cmd, "r");
+  int rc = -1;
+  err[0] = 0;
+  if (p) {
+    if (fscanf(p, "%d ", &rc) == 1 && fgets(err, (int)n, p))
+      err[strcspn(err, "\n")] = 0;
+    pclose(p);
+  }
+  return rc;
+}
+
+static int first_call(const char *lib) {
+  limiter_load(lib, NULL);
+  char self[32];
+  snprintf(self, sizeof self, "%d", (int)getpid());
+  MemoryOpRecord r;
+  int rc = L.mem(self, DEV0, 0, &r);
+  printf("%d %s\n", rc, rc ? L.lastError() : "-");
+  return 0;
+}
+
+/* A client that keeps allocating and freeing until told to stop; returns
+ * once it has registered. */
+static pid_t running_client(int *stop_fd) {
+  int fds[2], ready[2];
+  if (pipe(fds) || pipe(ready))
+    return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[1]);
+    close(ready[0]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    char self[32], b;
+    snprintf(self, sizeof self, "%d", (int)getpid());
+    MemoryOpRecord r0;
+    int bad = L.mem(self, DEV0, 0, &r0) != RESULT_SUCCESS;
+    if (write(ready[1], "r", 1) != 1)
+      bad++;
+    while (read(fds[0], &b, 1) < 0 && errno == EAGAIN) {
+      MemoryOpRecord r;
+      bad += L.mem(self, DEV0, 4096, &r) != RESULT_SUCCESS || r.shouldBlock;
+      bad += L.mem(self, DEV0, -4096, &r) != RESULT_SUCCESS;
+      usleep(100);
+    }
+    _exit(bad ? 1 : 0);
+  }
+  close(fds[0]);
+  close(ready[1]);
+  char b;
+  if (read(ready[0], &b, 1) != 1)
+    CHECK(0, "the client did not start");
+  close(ready[0]);
+  *stop_fd = fds[1];
+  return pid;
+}
+
+static void test_file_lost(void) {
+  char shm[PATH_MAX + 32], keep[PATH_MAX + 32], copy[PATH_MAX + 32], err[512];
+  snprintf(shm, sizeof shm, "%s/limiter.shm", state_dir);
+  snprintf(keep, sizeof keep, "%s/limiter.shm.c-test-keep", state_dir);
+  snprintf(copy, sizeof copy, "%s/limiter.shm.c-test-copy", state_dir);
+  CHECK(new_process_call(err, sizeof err) == RESULT_SUCCESS, "a new process works (%s)", err);
+  int stop_fd = -1;
+  pid_t client = running_client(&stop_fd);
+
+  CHECK(rename(shm, keep) == 0, "rename the file away");
+  usleep(20000);
+  CHECK(new_process_call(err, sizeof err) == RESULT_ERROR_OPERATION_FAILED && strstr(err, "removed or renamed") &&
+            strstr(err, "limiter.shm"),
+        "renamed: a new process is refused (%s)", err);
+  CHECK(rename(keep, shm) == 0, "rename it back");
+  CHECK(new_process_call(err, sizeof err) == RESULT_SUCCESS, "put back: a new process works (%s)", err);
+
+  CHECK(link(shm, keep) == 0 && unlink(shm) == 0, "remove the file (a link kept)");
+  CHECK(new_process_call(err, sizeof err) == RESULT_ERROR_OPERATION_FAILED && strstr(err, "removed or renamed"),
+        "removed: a new process is refused (%s)", err);
+
+  char cmd[5 * PATH_MAX];
+  snprintf(cmd, sizeof cmd, "cp --sparse=always '%s' '%s' && mv '%s' '%s'", keep, copy, copy, shm);
+  CHECK(system(cmd) == 0, "replace it with a copy");
+  CHECK(new_process_call(err, sizeof err) == RESULT_ERROR_OPERATION_FAILED && strstr(err, "replaced"),
+        "replaced: a new process is refused (%s)", err);
+  CHECK(rename(keep, shm) == 0, "put the original back");
+  CHECK(new_process_call(err, sizeof err) == RESULT_SUCCESS, "put back: a new process works (%s)", err);
+
+  CHECK(write(stop_fd, "x", 1) == 1, "stop the client");
+  close(stop_fd);
+  int st = 0;
+  waitpid(client, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the running client went on without an error throughout");
+}
+
 /* ---- made-up device UUIDs ---------------------------------------------------- */
 
 /* Name `n` made-up devices from this process (1 byte each); how many were
@@ -385,6 +490,8 @@ static void test_made_up_uuids(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "first-call") == 0)
+    return first_call(argv[2]);
   if (argc < 3) {
     fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
     return 2;
@@ -398,9 +505,13 @@ int main(int argc, char **argv) {
   snprintf(state_file, sizeof state_file, "%s/stub-state", dir);
   limiter_load(argv[1], argv[2]);
   snprintf(me, sizeof me, "%d", (int)getpid());
+  ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+  self_exe[n > 0 ? n : 0] = 0;
+  snprintf(lim_path, sizeof lim_path, "%s", argv[1]);
   test_silent_edits();
   test_writers_and_deletions();
   test_fork_during_updates();
+  test_file_lost();
   test_made_up_uuids();
   limiter_unload();
   return test_summary();
