@@ -436,6 +436,34 @@ static void test_file_lost(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the running client went on without an error throughout");
 }
 
+/* Truncated under running processes (last: it leaves the file cut). A
+ * process with the file mapped cannot be kept from a SIGBUS on its hot
+ * path (the single shared file is writable by every client: see the
+ * limiter's README section); the host's entry points check the size first
+ * and refuse, so the host program survives and says why. */
+static void test_truncated(void) {
+  char shm[PATH_MAX + 32];
+  snprintf(shm, sizeof shm, "%s/limiter.shm", state_dir);
+  int stop_fd = -1;
+  pid_t client = running_client(&stop_fd);
+  CHECK(truncate(shm, 4096) == 0, "truncate the file: %s", strerror(errno));
+  MemoryUtilization mu[64];
+  size_t n = 0;
+  int rc = L.procMem(mu, 64, &n);
+  CHECK(rc == RESULT_ERROR_OPERATION_FAILED && strstr(aerr(), "truncated"),
+        "a host report on a truncated file is refused (%d: %s)", rc, aerr());
+  uint64_t u = 0, lim = 0;
+  rc = L.usage("faults-w", DEV1, &u, &lim);
+  CHECK(rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.lastError(), "truncated"),
+        "a usage query is refused (%d: %s)", rc, L.lastError());
+  rc = L.setMem("faults-w2", DEV1, 1 << 20);
+  CHECK(rc == RESULT_ERROR_OPERATION_FAILED && strstr(aerr(), "truncated"), "a hard limit is refused (%d: %s)", rc,
+        aerr());
+  kill(client, SIGKILL);
+  close(stop_fd);
+  waitpid(client, NULL, 0);
+}
+
 /* ---- made-up device UUIDs ---------------------------------------------------- */
 
 /* Name `n` made-up devices from this process (1 byte each); how many were
@@ -513,6 +541,7 @@ int main(int argc, char **argv) {
   test_fork_during_updates();
   test_file_lost();
   test_made_up_uuids();
+  test_truncated();
   limiter_unload();
   return test_summary();
 }

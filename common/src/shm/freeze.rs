@@ -42,7 +42,7 @@ pub(super) fn freeze_state(wk: &Worker) -> FreezeState {
 
 /// `FreezeWorker`: idempotent; NOT_FOUND for a worker the limiter never saw.
 pub fn freeze_worker(worker: &str) -> Res<FreezeState> {
-    let l = shared()?;
+    let l = checked()?;
     let wk = &l.workers[known_worker(l, worker)?];
     let _ = wk.freeze.compare_exchange(0, now_ms() + 1, AcqRel, Acquire);
     Ok(freeze_state(wk))
@@ -50,7 +50,7 @@ pub fn freeze_worker(worker: &str) -> Res<FreezeState> {
 
 /// `ResumeWorker`: idempotent; adds the frozen span to the freeze time.
 pub fn resume_worker(worker: &str) -> Res<FreezeState> {
-    let l = shared()?;
+    let l = checked()?;
     let wk = &l.workers[known_worker(l, worker)?];
     let since = wk.freeze.swap(0, AcqRel);
     if since != 0 {
@@ -82,7 +82,7 @@ impl std::str::FromStr for Resource {
 
 /// `AutoFreeze` (`frozen`) / `AutoResume` of one resource of a worker on a device.
 pub fn auto_freeze(worker: &str, uuid: &str, resource: Resource, frozen: bool) -> Res<()> {
-    let l = shared()?;
+    let l = checked()?;
     let w = known_worker(l, worker)?;
     if !frozen && devices::lookup(l, uuid)?.is_none() {
         return Ok(()); // nothing frozen there; naming the device would be all

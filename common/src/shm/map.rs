@@ -179,6 +179,17 @@ pub(super) fn ofd_lock(fd: i32, off: u64, lock: bool) -> std::io::Result<bool> {
     }
 }
 
+/// The size of the file `fd` refers to (fstat).
+pub(super) fn file_size(fd: i32) -> std::io::Result<u64> {
+    // SAFETY: fstat writes one stat we own; a bad fd is EBADF.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.st_size as u64)
+}
+
 /// Close a descriptor this module's caller owns (async-signal-safe: used
 /// in the fork handler).
 pub(super) fn close(fd: i32) {

@@ -352,7 +352,7 @@ pub(super) fn try_sweep(l: &Layout, w: usize, wd: &WorkerDevice) -> bool {
 /// A worker's recorded usage on a device and its memory limit (None:
 /// unlimited). NOT_FOUND for an unknown worker or device.
 pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
-    let l = shared()?;
+    let l = checked()?;
     let w = known_worker(l, worker)?;
     let d = devices::lookup(l, uuid)?
         .ok_or_else(|| Error::NotFound(format!("device {uuid:?} is not known to the limiter")))?;

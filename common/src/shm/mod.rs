@@ -88,13 +88,21 @@ pub fn shared() -> Res<&'static Layout> {
     }
 }
 
+/// [`shared`] for the cold entry points: the file checked for truncation
+/// first (`owner::check_size`).
+fn checked() -> Res<&'static Layout> {
+    let l = shared()?;
+    owner::check_size()?;
+    Ok(l)
+}
+
 /// The device slot of `uuid` for process `pid` (registering the process
 /// and naming the device if new): the index stays this device's for as
 /// long as that process lives, so the process may keep it and pass it to
 /// [`check_memory_on`] / [`check_compute_on`]. A forked child is another
 /// process: it asks again (`devices.rs` retires entries nobody uses).
 pub fn device_slot_for(pid: i32, uuid: &str) -> Res<usize> {
-    devices::slot_for(shared()?, pid, uuid)
+    devices::slot_for(checked()?, pid, uuid)
 }
 
 fn checked_device(d: usize) -> Res<usize> {

@@ -126,6 +126,23 @@ fn fd() -> Res<i32> {
     }
 }
 
+/// Refuse a state file that was cut short since it was mapped (touching the
+/// lost part of the mapping would be a SIGBUS): the cold entry points (limits,
+/// freezing, reports, registration on a device) check it first. This
+/// narrows the window; it does not close it (see the module docs of `shm`).
+pub(super) fn check_size() -> Res<()> {
+    let len = map::file_size(fd()?)
+        .map_err(|e| Error::OperationFailed(format!("cannot stat the limiter state file: {e}")))?;
+    if len < SIZE as u64 {
+        return Err(Error::OperationFailed(format!(
+            "limiter state file {} was truncated to {len} of {SIZE} bytes while in use; \
+             refusing to touch it (restore it or restart every process that uses it)",
+            crate::statedir::path().join(FILE_NAME).display()
+        )));
+    }
+    Ok(())
+}
+
 /// Take the lock of byte `off` without waiting; false: held by a live
 /// process (or, for a claim, by one in the middle of it).
 pub(super) fn try_lock(off: u64) -> Res<bool> {

@@ -210,6 +210,6 @@ pub(super) fn mark_device(p: &Proc, d: usize) {
 
 /// `AddWorkerProcess`: register `pid` (and its worker) on a device.
 pub fn add_process(uuid: &str, pid: i32) -> Res<()> {
-    let l = shared()?;
+    let l = checked()?;
     devices::slot_for(l, pid, uuid).map(|_| ())
 }

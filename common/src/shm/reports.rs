@@ -21,7 +21,7 @@ pub(super) fn set_once(
 /// Set a worker's memory limit on a device (one-time; the same value again is fine).
 pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
     check_memory_limit(bytes)?;
-    let l = shared()?;
+    let l = checked()?;
     let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
     devices::with_entry(l, uuid, devices::Origin::Host, |d| {
         set_once(&l.wd[w][d].mem_limit, bytes, "memory", worker, uuid)
@@ -31,7 +31,7 @@ pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
 /// Set a worker's compute limit (percent, 1–100) on a device (one-time).
 pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     check_compute_limit(percent)?;
-    let l = shared()?;
+    let l = checked()?;
     let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
     devices::with_entry(l, uuid, devices::Origin::Host, |d| {
         set_once(
@@ -70,7 +70,7 @@ fn caller_worker() -> Res<String> {
             Error::InvalidParam(format!("{ENV_WORKER_ID} of this process is not UTF-8"))
         });
     }
-    let l = shared()?;
+    let l = checked()?;
     let pid = my_pid();
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
@@ -128,7 +128,7 @@ pub(super) fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
 
 /// Every limit set on the node.
 pub fn limits() -> Res<Vec<LimitEntry>> {
-    let l = shared()?;
+    let l = checked()?;
     let devices = ready_devices(l);
     let mut out = Vec::new();
     for (w, wk) in l.workers.iter().enumerate().skip(1) {
@@ -179,7 +179,7 @@ pub struct ProcessUsage {
 /// sibling container's, from inside a container) is left out: it has no
 /// pid here. The host sees every container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
-    let l = shared()?;
+    let l = checked()?;
     sweep(l, None);
     let devices = ready_devices(l);
     let mut out = Vec::new();
