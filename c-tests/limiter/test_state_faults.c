@@ -12,6 +12,8 @@
  * - fork() from a process whose threads update the state and the limiter:
  *   every child's own updates complete (none inherits a held lock), and the
  *   parent's threads keep going.
+ * libaccelerator's outputs: a NULL count pointer still resets the array
+ *   pointer beside it (getPartitionTemplates, getProcess*Utilization).
  * limiter.shm:
  * - removed, renamed or replaced while a client runs: the client goes on
  *   with the file it has mapped, a new process is refused with an error
@@ -335,6 +337,28 @@ static void test_fork_during_updates(void) {
   CHECK(after > before, "the parent's threads keep updating after the forks (%ld → %ld)", before, after);
 }
 
+/* ---- outputs reset when a call fails ------------------------------------------ */
+
+static void test_outputs_reset(void) {
+  __typeof__(&getPartitionTemplates) templates = (__typeof__(templates))load_sym(L.acc, "getPartitionTemplates");
+  __typeof__(&getProcessMemoryUtilization) mem =
+      (__typeof__(mem))load_sym(L.acc, "getProcessMemoryUtilization");
+  __typeof__(&getProcessComputeUtilization) cu =
+      (__typeof__(cu))load_sym(L.acc, "getProcessComputeUtilization");
+  PartitionTemplate *t = (PartitionTemplate *)&t;
+  CHECK(templates(0, &t, NULL) == RESULT_ERROR_INVALID_PARAM && t == NULL,
+        "getPartitionTemplates with a NULL count: the array pointer is NULL");
+  MemoryUtilization *m = (MemoryUtilization *)&m;
+  CHECK(mem(NULL, 0, NULL, 0, &m, NULL) == RESULT_ERROR_INVALID_PARAM && m == NULL,
+        "getProcessMemoryUtilization with a NULL count: the array pointer is NULL");
+  ComputeUtilization *c = (ComputeUtilization *)&c;
+  CHECK(cu(NULL, 0, NULL, 0, &c, NULL) == RESULT_ERROR_INVALID_PARAM && c == NULL,
+        "getProcessComputeUtilization with a NULL count: the array pointer is NULL");
+  size_t n = 7;
+  CHECK(mem(NULL, 0, NULL, 0, NULL, &n) == RESULT_ERROR_INVALID_PARAM && n == 0,
+        "a NULL array pointer: the count is 0");
+}
+
 /* ---- the limiter's file removed, renamed, replaced ------------------------------ */
 
 static char self_exe[PATH_MAX], lim_path[PATH_MAX];
@@ -539,6 +563,7 @@ int main(int argc, char **argv) {
   test_silent_edits();
   test_writers_and_deletions();
   test_fork_during_updates();
+  test_outputs_reset();
   test_file_lost();
   test_made_up_uuids();
   test_truncated();
