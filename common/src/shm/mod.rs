@@ -6,10 +6,27 @@
 //! allocation and kernel launch; `libaccelerator.so` writes hard limits here
 //! and reads usage back for its per-process utilization functions.
 //!
+//! Entry points for an in-process caller (the preload hook), all taking
+//! the calling process's own pid (`getpid()`; its worker is its
+//! `ACCELERATOR_WORKER_ID`, [`ENV_WORKER_ID`], in the state directory named by
+//! `ACCELERATOR_STATE_DIR`):
+//! - [`check_memory`]`(pid, uuid, delta)` / [`check_compute`]`(pid, uuid,
+//!   tokens)`: check and record; `should_block` covers the limit, a frozen
+//!   worker and an AutoFreeze of that resource;
+//! - faster, for a caller that keeps the device's slot: [`device_slot_for`]`(pid,
+//!   uuid)` once (again after `fork()`), then [`check_memory_on`] /
+//!   [`check_compute_on`] with it;
+//! - [`worker_usage`]`(worker, uuid)`: the worker's recorded bytes and limit
+//!   on a device (a virtualized `cuMemGetInfo`);
+//! - [`set_memory_limit_for_caller`] / [`set_compute_limit_for_caller`]: the
+//!   v2 ABI's limits, which name no worker.
+//!
 //! The parts, by concern:
 //! - `layout`: the file's layout (version [`VERSION`]) and the packing of its words;
 //! - `file`: creating, checking and mapping the file (`map` holds the `unsafe`);
-//! - `keys`: device and worker slots, named by strings;
+//! - `owner`: who owns a slot and whether it is alive (OFD locks), fork handling;
+//! - `keys`: names, and the worker table;
+//! - `devices`: the device table, bounded;
 //! - `process`: process slots and registration;
 //! - `memory`: the usage protocol and memory checks;
 //! - `reclaim`: freeing what a dead process held;

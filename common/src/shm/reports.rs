@@ -46,7 +46,9 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
 
 /// `AccelSetMemHardLimit` (ABI v2, no worker argument): the limit of the
 /// calling process's worker (`ACCELERATOR_WORKER_ID`); without one, of the
-/// calling process alone, as a worker of its own (see [`caller_worker`]).
+/// calling process alone, as a worker of its own (named for its pid
+/// namespace, pid and start time; a process that already recorded memory
+/// is refused).
 /// One-time, like [`set_memory_limit`].
 pub fn set_memory_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
     check_memory_limit(bytes)?;
