@@ -65,16 +65,21 @@ unsafe fn hand_over<T>(items: Vec<T>, dst: &mut *mut T, count: &mut usize) -> Re
     Ok(())
 }
 
-/// Validate and reset a `(T**, size_t*)` output pair.
+/// Validate and reset a `(T**, size_t*)` output pair: each non-NULL one is
+/// reset (NULL, 0) even when the other is NULL and the call fails.
 unsafe fn out_pair<'a, T>(
     p: *mut *mut T,
     n: *mut usize,
     what: &str,
 ) -> Res<(&'a mut *mut T, &'a mut usize)> {
-    let (p, n) = (out(p, what)?, out(n, &format!("{what} count"))?);
-    *p = std::ptr::null_mut();
-    *n = 0;
-    Ok((p, n))
+    let (mut p, mut n) = (out(p, what), out(n, &format!("{what} count")));
+    if let Ok(p) = &mut p {
+        **p = std::ptr::null_mut();
+    }
+    if let Ok(n) = &mut n {
+        **n = 0;
+    }
+    Ok((p?, n?))
 }
 
 /// # Safety
@@ -143,9 +148,17 @@ pub unsafe extern "C" fn getDeviceTopology(
             });
         }
         let n = entries.len();
+        // alloc_array drops the entries it fails to place; their
+        // connection arrays are ours to free.
+        let connections: Vec<*mut RelatedDevice> = entries.iter().map(|e| e.connections).collect();
         topo.devices = match alloc_array(entries) {
             Ok(p) => p,
-            Err(e) => return Err(e),
+            Err(e) => {
+                for c in connections {
+                    free_array(c);
+                }
+                return Err(e);
+            }
         };
         topo.deviceCount = n;
         topo.nvlinkBandwidthMBps = t.nvlink_bandwidth_mbps;

@@ -1,0 +1,205 @@
+//! Opening (and creating) the state file, and checking it before it is mapped.
+//!
+//! The file is created sparse (holes read as zero), filled with the header
+//! in a temporary file and published with `link(2)`, which never replaces an
+//! existing file: a racing process either sees no file or a complete header.
+//! A file with another magic, version or size, or a truncated one, is
+//! refused with RESULT_ERROR_OPERATION_FAILED and a message saying which.
+//!
+//! Whoever creates (or first opens) the file records its identity (device
+//! and inode) beside it, in `limiter.shm.id`. A process that finds the file
+//! missing while the record exists, or a file with another identity, refuses
+//! it with an error saying the file was removed, renamed or replaced: the
+//! hard limits and books were in the old file, and starting afresh silently
+//! would drop them (and the one-time rule with them). Processes that have
+//! the old file mapped keep using it; to start afresh, an operator removes
+//! the record (with the file) once no process uses them.
+
+use super::*;
+use crate::statedir::{self, Create};
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+#[cold]
+#[inline(never)]
+pub(super) fn open_shared() -> Res<&'static Layout> {
+    // Before the lock below: a fork while it is held must find the
+    // handler that frees it in the child.
+    owner::init();
+    let _g = owner::OPEN.lock();
+    if let Some(l) = map::published() {
+        return Ok(l);
+    }
+    let l = open_or_create()?;
+    // Before any check can take a stripe of the process-local lock.
+    local::init();
+    map::publish(l);
+    Ok(l)
+}
+
+pub(super) fn open_or_create() -> Res<&'static Layout> {
+    let dir = statedir::ensure()?;
+    let path = dir.join(FILE_NAME);
+    let id_path = dir.join(ID_NAME);
+    let recorded = read_id(&id_path)?;
+    for _ in 0..3 {
+        if let Some(file) = statedir::open(&path, Create::Never)? {
+            let meta = file
+                .metadata()
+                .map_err(|e| Error::io("cannot stat", &path, e))?;
+            let id = (meta.dev(), meta.ino());
+            if recorded.is_some_and(|r| r != id) {
+                return Err(lost(&path, &id_path, "replaced by another file"));
+            }
+            let l = validate_and_map(&file, &path)?;
+            if recorded.is_none() {
+                write_id(&dir, &id_path, id)?;
+            }
+            owner::adopt(file, &path)?;
+            return Ok(l);
+        }
+        if recorded.is_some() {
+            return Err(lost(&path, &id_path, "removed or renamed"));
+        }
+        create(&dir, &path)?;
+    }
+    Err(Error::OperationFailed(format!(
+        "limiter state file {} keeps disappearing",
+        path.display()
+    )))
+}
+
+/// The identity record beside the state file.
+pub(super) const ID_NAME: &str = "limiter.shm.id";
+
+#[cold]
+fn lost(path: &Path, id_path: &Path, how: &str) -> Error {
+    Error::OperationFailed(format!(
+        "limiter state file {} was {how} since it was created (its identity is recorded in \
+         {}): the hard limits and books are in the old file; refusing to start afresh \
+         (to do so, remove both once no process uses them)",
+        path.display(),
+        id_path.display()
+    ))
+}
+
+/// The recorded (device, inode), if any.
+fn read_id(id_path: &Path) -> Res<Option<(u64, u64)>> {
+    let Some(mut file) = statedir::open(id_path, Create::Never)? else {
+        return Ok(None);
+    };
+    let mut text = String::new();
+    let _ = std::io::Read::read_to_string(&mut file, &mut text);
+    let mut words = text.split_ascii_whitespace().map(str::parse::<u64>);
+    match (words.next(), words.next(), words.next()) {
+        (Some(Ok(dev)), Some(Ok(ino)), None) => Ok(Some((dev, ino))),
+        _ => Err(Error::OperationFailed(format!(
+            "limiter identity record {} is corrupt; remove it and the state file \
+             once no process uses them",
+            id_path.display()
+        ))),
+    }
+}
+
+/// Record the state file's identity (written whole: a temporary file of
+/// this writer's own, renamed over; racing writers record the same).
+fn write_id(dir: &Path, id_path: &Path, (dev, ino): (u64, u64)) -> Res<()> {
+    let tmp = dir.join(format!(
+        ".{ID_NAME}.{}.{}.{}.tmp",
+        owner::pid_ns(),
+        std::process::id(),
+        map::monotonic_ns()
+    ));
+    let file = statedir::open(&tmp, Create::IfMissing)?
+        .ok_or_else(|| Error::Internal("create returned no file".into()))?;
+    let result = file
+        .set_permissions(std::fs::Permissions::from_mode(statedir::file_mode()))
+        .and_then(|()| file.write_all_at(format!("{dev} {ino}\n").as_bytes(), 0))
+        .and_then(|()| std::fs::rename(&tmp, id_path))
+        .map_err(|e| {
+            Error::io(
+                "cannot record the identity of the state file in",
+                id_path,
+                e,
+            )
+        });
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+pub(super) fn create(dir: &Path, path: &Path) -> Res<()> {
+    // Unique among creators: pids repeat across pid namespaces.
+    let tmp = dir.join(format!(
+        ".{FILE_NAME}.{}.{}.{}.tmp",
+        owner::pid_ns(),
+        std::process::id(),
+        map::monotonic_ns()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let file = statedir::open(&tmp, Create::IfMissing)?
+        .ok_or_else(|| Error::Internal("create returned no file".into()))?;
+    let result = (|| {
+        // The umask must not strip the group bits ACCELERATOR_STATE_GROUP_ACCESS asks for.
+        file.set_permissions(std::fs::Permissions::from_mode(statedir::file_mode()))
+            .map_err(|e| Error::io("cannot set the mode of", &tmp, e))?;
+        file.set_len(SIZE as u64)
+            .map_err(|e| Error::io("cannot size", &tmp, e))?;
+        let mut head = [0u8; 24];
+        head[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        head[8..16].copy_from_slice(&VERSION.to_le_bytes());
+        head[16..24].copy_from_slice(&(SIZE as u64).to_le_bytes());
+        file.write_all_at(&head, 0)
+            .map_err(|e| Error::io("cannot write", &tmp, e))?;
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(Error::io("cannot publish", path, e)),
+        }
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
+pub(super) fn validate_and_map(file: &File, path: &Path) -> Res<&'static Layout> {
+    let fail = |why: String| {
+        Err(Error::OperationFailed(format!(
+            "limiter state file {} {why}; refusing to use it (remove it when no process uses it)",
+            path.display()
+        )))
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("cannot stat", path, e))?
+        .len();
+    let mut head = [0u8; 24];
+    if len < 24 || file.read_exact_at(&mut head, 0).is_err() {
+        return fail(format!("is truncated ({len} bytes)"));
+    }
+    let word = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+    if word(0) != MAGIC {
+        return fail("is not a limiter state file (bad magic number)".into());
+    }
+    if word(1) > VERSION {
+        return fail(format!(
+            "has layout version {}, newer than this library's {VERSION}",
+            word(1)
+        ));
+    }
+    if word(1) != VERSION {
+        return fail(format!(
+            "has layout version {}, this library needs {VERSION}",
+            word(1)
+        ));
+    }
+    if word(2) != SIZE as u64 {
+        return fail(format!(
+            "declares {} bytes, layout version {VERSION} has {SIZE}",
+            word(2)
+        ));
+    }
+    if len != SIZE as u64 {
+        return fail(format!("is truncated ({len} of {SIZE} bytes)"));
+    }
+    map::map(file, SIZE)
+}
