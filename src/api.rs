@@ -48,6 +48,14 @@ pub fn indices(raw: &[i32]) -> Res<Vec<usize>> {
 }
 
 pub fn set_mem_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
+    check_mem_limit(uuid, bytes)?;
+    // One-time semantics and persistence live in the limiter's shared
+    // state, where liblimiter.so enforces the limit.
+    shm::set_memory_limit(worker, uuid, bytes)
+}
+
+/// A memory limit must name a device and fit in its memory.
+fn check_mem_limit(uuid: &str, bytes: u64) -> Res<()> {
     let dev = device_by_uuid(uuid)?;
     if bytes == 0 || bytes > dev.total_memory_bytes {
         return Err(Error::InvalidParam(format!(
@@ -55,19 +63,23 @@ pub fn set_mem_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
             dev.total_memory_bytes
         )));
     }
-    // One-time semantics and persistence live in the limiter's shared
-    // state, where liblimiter.so enforces the limit.
-    shm::set_memory_limit(worker, uuid, bytes)
+    Ok(())
 }
 
 pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
+    check_compute_limit(uuid, percent)?;
+    shm::set_compute_limit(worker, uuid, percent)
+}
+
+/// A compute limit must name a device and be a percentage of 1..=100.
+fn check_compute_limit(uuid: &str, percent: u32) -> Res<()> {
     device_by_uuid(uuid)?;
     if !(1..=100).contains(&percent) {
         return Err(Error::InvalidParam(format!(
             "compute limit {percent}% is outside 1..=100"
         )));
     }
-    shm::set_compute_limit(worker, uuid, percent)
+    Ok(())
 }
 
 /// The processes of a snapshot/resume call: every pid must be positive and
@@ -100,34 +112,16 @@ pub fn check_uuids(uuids: &[String]) -> Res<()> {
     Ok(())
 }
 
-/// The worker of the calling process: `ACCELERATOR_WORKER_ID` of its
-/// environment (the v2 limit functions have no worker argument).
-fn caller_worker() -> Res<String> {
-    match std::env::var("ACCELERATOR_WORKER_ID") {
-        Ok(w) if !w.is_empty() && w.len() <= MAX_WORKER_ID => Ok(w),
-        Ok(w) if !w.is_empty() => Err(Error::InvalidParam(format!(
-            "ACCELERATOR_WORKER_ID is {} bytes long (at most {MAX_WORKER_ID})",
-            w.len()
-        ))),
-        Err(std::env::VarError::NotUnicode(_)) => Err(Error::InvalidParam(
-            "ACCELERATOR_WORKER_ID is not valid UTF-8".into(),
-        )),
-        _ => Err(Error::NotSupported(
-            "ACCELERATOR_WORKER_ID is not set: binding a limit to the calling process as a \
-             worker of its own needs the limiter's process identity"
-                .into(),
-        )),
-    }
-}
-
-/// v2 `AccelSetMemHardLimit`: the limit of the calling process's worker.
+/// v2 `AccelSetMemHardLimit`: the limit of the calling process's worker
+/// (`ACCELERATOR_WORKER_ID`, or else a worker of its own that binds this
+/// process alone; the limiter's shared state decides which).
 pub fn set_mem_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
-    device_by_uuid(uuid)?;
-    set_mem_limit(&caller_worker()?, uuid, bytes)
+    check_mem_limit(uuid, bytes)?;
+    shm::set_memory_limit_for_caller(uuid, bytes)
 }
 
-/// v2 `AccelSetComputeUnitHardLimit`: the limit of the calling process's worker.
+/// v2 `AccelSetComputeUnitHardLimit`: as [`set_mem_limit_for_caller`].
 pub fn set_compute_limit_for_caller(uuid: &str, percent: u32) -> Res<()> {
-    device_by_uuid(uuid)?;
-    set_compute_limit(&caller_worker()?, uuid, percent)
+    check_compute_limit(uuid, percent)?;
+    shm::set_compute_limit_for_caller(uuid, percent)
 }

@@ -52,10 +52,21 @@ test-v2-layout: $(V2_BIN)/layout
 test-v2: $(V2_TEST_DEPS)
 	$(call V2_RUN,)
 
+# Worker-less limits bind the calling process alone (needs liblimiter).
+$(V2_BIN)/test_v2_own_worker: c-tests/v2/test_v2_own_worker.c c-tests/test_util.h \
+                              include/v2/accelerator.h include/v2/limiter.h
+	@mkdir -p $(V2_BIN)
+	$(CC) $(V2_CFLAGS) -o $@ $< -ldl
+
+.PHONY: test-v2-own-worker
+test-v2-own-worker: $(V2_BIN)/test_v2_own_worker $(BUILD)/libaccelerator_stub.so $(LIMITER_SO)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) \
+	  $(V2_BIN)/test_v2_own_worker $(BUILD)/libaccelerator_stub.so $(LIMITER_SO)
+
 test-v2-valgrind: $(V2_TEST_DEPS)
 	$(call V2_RUN,ACCELERATOR_TEST_QUICK=1 $(VALGRIND))
 
-TEST_RUN_EXTRA += test-link test-v2-layout test-v2
+TEST_RUN_EXTRA += test-link test-v2-layout test-v2 test-v2-own-worker
 VALGRIND_EXTRA += test-v2-valgrind
 
 # The hypervisor's loader (go/purego): purego with RTLD_NOW|RTLD_GLOBAL,

@@ -17,6 +17,15 @@ const MAX_ORDINALS: usize = 64;
 static SLOTS: [AtomicUsize; MAX_ORDINALS] = [const { AtomicUsize::new(0) }; MAX_ORDINALS];
 static UUIDS: [OnceLock<String>; MAX_ORDINALS] = [const { OnceLock::new() }; MAX_ORDINALS];
 
+/// In the child after `fork()`: the limiter's device slots are resolved
+/// per process (a slot stays valid while the process that resolved it
+/// lives), so the child asks again; the UUIDs stay.
+pub fn forget_slots() {
+    for s in &SLOTS {
+        s.store(0, Release);
+    }
+}
+
 /// A device the limiter knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Device {

@@ -124,7 +124,7 @@ pub fn device(uuid: &str) -> Result<usize, Verdict> {
     if !usable() {
         return Err(policy());
     }
-    shm::device_slot(uuid).map_err(|e| failed(&e))
+    shm::device_slot_for(pid(), uuid).map_err(|e| failed(&e))
 }
 
 /// Record `bytes` more for this process on device slot `slot`, unless that

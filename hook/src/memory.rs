@@ -105,6 +105,7 @@ pub fn forget_after_fork() {
         s.lock().clear();
     }
     limits::forget_pid();
+    devices::forget_slots();
 }
 
 /// Outcome of the device/charge step of an allocation.
