@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -462,14 +463,44 @@ static void test_file_lost(void) {
 
 /* Truncated under running processes (last: it leaves the file cut). A
  * process with the file mapped cannot be kept from a SIGBUS on its hot
- * path (the single shared file is writable by every client: see the
- * limiter's README section); the host's entry points check the size first
- * and refuse, so the host program survives and says why. */
+ * path (a client can only hurt the processes that map the same file); the
+ * host's reports never map it (they read a copy with pread), and its other
+ * entry points check the size first and refuse, so the host program
+ * survives and says why. First the file flaps (cut and grown back, as fast
+ * as a process can) while the host reports 2,000 times: every report
+ * succeeds or is refused as truncated, and the host lives. */
 static void test_truncated(void) {
   char shm[PATH_MAX + 32];
   snprintf(shm, sizeof shm, "%s/limiter.shm", state_dir);
   int stop_fd = -1;
   pid_t client = running_client(&stop_fd);
+  struct stat sb;
+  CHECK(stat(shm, &sb) == 0, "stat the file: %s", strerror(errno));
+  pid_t flapper = fork();
+  if (flapper == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a host killed by SIGBUS ends it too */
+    for (;;) {
+      if (truncate(shm, 4096) != 0 || truncate(shm, sb.st_size) != 0)
+        _exit(1);
+    }
+  }
+  int served = 0, refused_n = 0, other = 0;
+  for (int i = 0; i < 2000; i++) {
+    static MemoryUtilization fmu[4096];
+    size_t fn = 0;
+    int rc = L.procMem(fmu, 4096, &fn);
+    if (rc == RESULT_SUCCESS)
+      served++;
+    else if (rc == RESULT_ERROR_OPERATION_FAILED && strstr(aerr(), "truncated"))
+      refused_n++;
+    else
+      other++;
+  }
+  kill(flapper, SIGKILL);
+  waitpid(flapper, NULL, 0);
+  CHECK(other == 0 && served + refused_n == 2000,
+        "2,000 host reports while the file flaps: %d served, %d refused as truncated, %d other", served,
+        refused_n, other);
   CHECK(truncate(shm, 4096) == 0, "truncate the file: %s", strerror(errno));
   MemoryUtilization mu[64];
   size_t n = 0;

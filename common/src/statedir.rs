@@ -105,9 +105,18 @@ pub enum Create {
 /// Open a state file for reading and writing, refusing symlinks, non-regular
 /// files and files of other users. `Ok(None)` when missing and `Create::Never`.
 pub fn open(path: &Path, create: Create) -> Res<Option<File>> {
+    open_with(path, create, true)
+}
+
+/// [`open`] for reading only (never creates).
+pub fn open_read(path: &Path) -> Res<Option<File>> {
+    open_with(path, Create::Never, false)
+}
+
+fn open_with(path: &Path, create: Create, write: bool) -> Res<Option<File>> {
     let mut opts = std::fs::OpenOptions::new();
     opts.read(true)
-        .write(true)
+        .write(write)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .mode(file_mode());
     if create == Create::IfMissing {

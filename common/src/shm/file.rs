@@ -74,7 +74,7 @@ pub(super) fn open_or_create() -> Res<&'static Layout> {
 pub(super) const ID_NAME: &str = "limiter.shm.id";
 
 #[cold]
-fn lost(path: &Path, id_path: &Path, how: &str) -> Error {
+pub(super) fn lost(path: &Path, id_path: &Path, how: &str) -> Error {
     Error::OperationFailed(format!(
         "limiter state file {} was {how} since it was created (its identity is recorded in \
          {}): the hard limits and books are in the old file; refusing to start afresh \
@@ -85,7 +85,7 @@ fn lost(path: &Path, id_path: &Path, how: &str) -> Error {
 }
 
 /// The recorded (device, inode), if any.
-fn read_id(id_path: &Path) -> Res<Option<(u64, u64)>> {
+pub(super) fn read_id(id_path: &Path) -> Res<Option<(u64, u64)>> {
     let Some(mut file) = statedir::open(id_path, Create::Never)? else {
         return Ok(None);
     };
@@ -162,6 +162,12 @@ pub(super) fn create(dir: &Path, path: &Path) -> Res<()> {
 }
 
 pub(super) fn validate_and_map(file: &File, path: &Path) -> Res<&'static Layout> {
+    validate(file, path)?;
+    map::map(file, SIZE)
+}
+
+/// Check the header and size of the state file `file` (at `path`).
+pub(super) fn validate(file: &File, path: &Path) -> Res<()> {
     let fail = |why: String| {
         Err(Error::OperationFailed(format!(
             "limiter state file {} {why}; refusing to use it (remove it when no process uses it)",
@@ -201,5 +207,5 @@ pub(super) fn validate_and_map(file: &File, path: &Path) -> Res<&'static Layout>
     if len != SIZE as u64 {
         return fail(format!("is truncated ({len} of {SIZE} bytes)"));
     }
-    map::map(file, SIZE)
+    Ok(())
 }

@@ -196,3 +196,54 @@ pub(super) fn close(fd: i32) {
     // SAFETY: the caller owns `fd` and forgets it.
     unsafe { libc::close(fd) };
 }
+
+/// A private heap copy of the given byte ranges of a state file, read with
+/// `pread` (the rest zero). Never a mapping: a file cut short under the
+/// reader is a short read (an error), never a SIGBUS, and nothing another
+/// process writes afterwards can reach the copy.
+pub(super) fn read_copy(
+    file: &File,
+    parts: &[std::ops::Range<usize>],
+) -> std::io::Result<Box<Layout>> {
+    use std::os::unix::fs::FileExt;
+    let layout = std::alloc::Layout::new::<Layout>();
+    // SAFETY: Layout is not zero-sized; a null return is handled below.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: allocated with `Layout`'s own layout, so the Box may own and
+    // free it; all-atomic layout (see the module comment): zero bytes are a
+    // valid value.
+    let mut copy: Box<Layout> = unsafe { Box::from_raw(p.cast::<Layout>()) };
+    // SAFETY: the bytes of our own allocation, initialised (zeroed),
+    // borrowed exclusively through `copy` for as long as `bytes` lives; any
+    // bytes written there are a valid `Layout` (atomics only).
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(
+            std::ptr::from_mut::<Layout>(&mut copy).cast::<u8>(),
+            layout.size(),
+        )
+    };
+    for r in parts {
+        file.read_exact_at(&mut bytes[r.clone()], r.start as u64)?;
+    }
+    Ok(copy)
+}
+
+/// Whether another open file description holds a lock on byte `off` of the
+/// file `fd` refers to (`F_OFD_GETLK`: a query that takes nothing, allowed
+/// on a read-only descriptor).
+pub(super) fn ofd_locked(fd: i32, off: u64) -> std::io::Result<bool> {
+    // SAFETY: flock is plain data; zeroed is a valid value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = off as libc::off_t;
+    fl.l_len = 1;
+    // SAFETY: F_OFD_GETLK reads and writes the flock we own.
+    if unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut fl) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}

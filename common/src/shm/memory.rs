@@ -357,6 +357,9 @@ pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
     let d = devices::lookup(l, uuid)?
         .ok_or_else(|| Error::NotFound(format!("device {uuid:?} is not known to the limiter")))?;
     let wd = &l.wd[w][d];
+    // Host reports do not reclaim (`snapshot.rs`): the worker's dead
+    // processes are reclaimed here, so the usage is that of live ones.
+    sweep(l, Some(w));
     let limit = wd.mem_limit.load(Acquire);
     Ok((
         used_of(wd.usage.load(Acquire)),

@@ -32,7 +32,8 @@
 //! - `reclaim`: freeing what a dead process held;
 //! - `compute`: the token bucket;
 //! - `freeze`: FreezeWorker, AutoFreeze;
-//! - `reports`: hard limits and per-process usage for libaccelerator.
+//! - `reports`: hard limits and per-process usage for libaccelerator;
+//! - `snapshot`: the host's reads, from a `pread` copy (never a mapping).
 //!
 //! Bounds (memory): the 16-bit per-device sequence wraps after 65,536 ops; a helper
 //! preempted across exactly that many ops of one process on one device
@@ -53,6 +54,7 @@ mod owner;
 mod process;
 mod reclaim;
 mod reports;
+mod snapshot;
 
 pub use compute::{check_compute, check_compute_on, ComputeOutcome};
 pub use devices::CLIENT_ENTRIES;

@@ -1,5 +1,6 @@
 //! Limits and reports, for libaccelerator and its vendors.
 
+use super::snapshot::{Part, Snapshot};
 use super::*;
 
 pub(super) fn set_once(
@@ -128,9 +129,12 @@ pub(super) fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// Every limit set on the node.
+/// Every limit set on the node (read from a copy, `snapshot.rs`).
 pub fn limits() -> Res<Vec<LimitEntry>> {
-    let l = checked()?;
+    let Some(snap) = Snapshot::take(Part::Rows)? else {
+        return Ok(Vec::new());
+    };
+    let l = &*snap.l;
     let devices = ready_devices(l);
     let mut out = Vec::new();
     for (w, wk) in l.workers.iter().enumerate().skip(1) {
@@ -176,19 +180,22 @@ pub struct ProcessUsage {
 
 /// Every live process the limiter knows that the caller can see, one entry
 /// per device it used, named by its pid in the caller's pid namespace.
-/// Dead processes are reclaimed first, so the bytes are those of live
-/// processes only. A process of a pid namespace the caller cannot see (a
-/// sibling container's, from inside a container) is left out: it has no
-/// pid here. The host sees every container's processes.
+/// Read from a copy of the file (`snapshot.rs`); dead processes are left
+/// out, so the bytes are those of live processes only. A process of a pid
+/// namespace the caller cannot see (a sibling container's, from inside a
+/// container) is left out: it has no pid here. The host sees every
+/// container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
-    let l = checked()?;
-    sweep(l, None);
+    let Some(snap) = Snapshot::take(Part::Processes)? else {
+        return Ok(Vec::new());
+    };
+    let l = &*snap.l;
     let devices = ready_devices(l);
     let mut out = Vec::new();
     let mut visible = Visible::default();
-    for p in &l.procs {
+    for (i, p) in l.procs.iter().enumerate() {
         let st = p.state.load(Acquire);
-        if st & 3 != PROC_LIVE {
+        if !snap.alive(i) {
             continue;
         }
         let (ns, start) = (p.ns.load(Relaxed), p.start.load(Relaxed));
