@@ -36,6 +36,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -389,6 +391,77 @@ static int first_call(const char *lib) {
   return 0;
 }
 
+/* ---- limits are the host's: read-only to clients --------------------------------- */
+
+/* A tenant's process (worker "ro-w", limit 1 MiB on DEV0, run as a new
+ * process): its mapping of limits.shm is read-only ("r--s" in its maps,
+ * and no writable one); with the file bind-mounted read-only, as a
+ * container gets it (root only: a mount namespace of its own), opening it
+ * for writing or truncating it fails; whatever it tries, 2 MiB stays over
+ * its limit. Prints "<failures> <what>". */
+static int tenant(const char *lib) {
+  limiter_load(lib, NULL);
+  char self[32], path[PATH_MAX + 32], line[1024];
+  snprintf(self, sizeof self, "%d", (int)getpid());
+  snprintf(path, sizeof path, "%s/limits.shm", getenv("ACCELERATOR_STATE_DIR"));
+  MemoryOpRecord r;
+  if (L.mem(self, DEV0, 0, &r) != RESULT_SUCCESS) {
+    printf("1 register: %s\n", L.lastError());
+    return 0;
+  }
+  int ro = 0, rw = 0;
+  FILE *maps = fopen("/proc/self/maps", "r");
+  while (maps && fgets(line, sizeof line, maps))
+    if (strstr(line, "/limits.shm")) {
+      char perms[8] = "";
+      sscanf(line, "%*s %7s", perms);
+      ro += strcmp(perms, "r--s") == 0;
+      rw += perms[1] == 'w';
+    }
+  if (maps)
+    fclose(maps);
+  if (ro != 1 || rw != 0) {
+    printf("1 maps: %d read-only, %d writable mappings of limits.shm\n", ro, rw);
+    return 0;
+  }
+  const char *mounted = "not mounted (not root)";
+  if (geteuid() == 0) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount(path, path, NULL, MS_BIND, NULL) != 0 ||
+        mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) {
+      printf("1 read-only bind mount: %s\n", strerror(errno));
+      return 0;
+    }
+    int fd = open(path, O_RDWR);
+    if (fd >= 0 || errno != EROFS || truncate(path, 0) == 0 || errno != EROFS) {
+      printf("1 the read-only file could be opened for writing or truncated\n");
+      return 0;
+    }
+    mounted = "bind-mounted read-only: open(O_RDWR) and truncate refused";
+  }
+  if (L.mem(self, DEV0, 2 << 20, &r) != RESULT_SUCCESS || !r.shouldBlock) {
+    printf("1 2 MiB over a 1 MiB limit was granted\n");
+    return 0;
+  }
+  printf("0 %s\n", mounted);
+  return 0;
+}
+
+static void test_limits_read_only(void) {
+  EXPECT_RC_WITH(L.accLastError, L.setMem("ro-w", DEV0, 1 << 20), RESULT_SUCCESS);
+  char cmd[2 * PATH_MAX + 64], out[512] = "";
+  snprintf(cmd, sizeof cmd, "ACCELERATOR_WORKER_ID=ro-w '%s' tenant '%s'", self_exe, lim_path);
+  FILE *p = popen(cmd, "r");
+  int failures = -1;
+  if (p) {
+    if (fscanf(p, "%d ", &failures) != 1 || !fgets(out, sizeof out, p))
+      failures = -1;
+    pclose(p);
+  }
+  out[strcspn(out, "\n")] = 0;
+  CHECK(failures == 0, "a tenant maps limits.shm read-only and cannot raise its limit (%s)", out);
+}
+
 /* A client that keeps allocating and freeing until told to stop; returns
  * once it has registered. */
 static pid_t running_client(int *stop_fd) {
@@ -511,9 +584,15 @@ static void test_truncated(void) {
   rc = L.usage("faults-w", DEV1, &u, &lim);
   CHECK(rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.lastError(), "truncated"),
         "a usage query is refused (%d: %s)", rc, L.lastError());
+  /* Limits and freezing live in the host-owned limits file: the books' fate
+   * does not touch them. */
   rc = L.setMem("faults-w2", DEV1, 1 << 20);
-  CHECK(rc == RESULT_ERROR_OPERATION_FAILED && strstr(aerr(), "truncated"), "a hard limit is refused (%d: %s)", rc,
-        aerr());
+  CHECK(rc == RESULT_SUCCESS, "a hard limit still works (%d: %s)", rc, aerr());
+  WorkerFreezeState fs;
+  rc = L.freeze("faults-w2", &fs);
+  CHECK(rc == RESULT_SUCCESS && fs.isFrozen, "freezing a worker still works (%d: %s)", rc, L.lastError());
+  rc = L.resume("faults-w2", &fs);
+  CHECK(rc == RESULT_SUCCESS && !fs.isFrozen, "resuming it too (%d: %s)", rc, L.lastError());
   kill(client, SIGKILL);
   close(stop_fd);
   waitpid(client, NULL, 0);
@@ -575,6 +654,8 @@ static void test_made_up_uuids(void) {
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "first-call") == 0)
     return first_call(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "tenant") == 0)
+    return tenant(argv[2]);
   if (argc < 3) {
     fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
     return 2;
@@ -597,6 +678,7 @@ int main(int argc, char **argv) {
   test_outputs_reset();
   test_file_lost();
   test_made_up_uuids();
+  test_limits_read_only();
   test_truncated();
   limiter_unload();
   return test_summary();

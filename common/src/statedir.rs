@@ -108,7 +108,8 @@ pub fn open(path: &Path, create: Create) -> Res<Option<File>> {
     open_with(path, create, true)
 }
 
-/// [`open`] for reading only (never creates).
+/// [`open`] for reading only (never creates); a file owned by root is
+/// accepted as well.
 pub fn open_read(path: &Path) -> Res<Option<File>> {
     open_with(path, Create::Never, false)
 }
@@ -144,7 +145,11 @@ fn open_with(path: &Path, create: Create, write: bool) -> Res<Option<File>> {
             path.display()
         )));
     }
-    check_owner(path, meta.uid())?;
+    // Read-only: a file of root's is fine too (a host-owned file read by a
+    // worker's processes, `shm/limits.rs`).
+    if write || meta.uid() != 0 {
+        check_owner(path, meta.uid())?;
+    }
     Ok(Some(file))
 }
 

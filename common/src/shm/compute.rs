@@ -68,10 +68,11 @@ pub(super) fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOut
     let p = &l.procs[i];
     let w = p.worker.load(Relaxed) as usize;
     let wd = l.wd.get(w)?.get(d)?;
-    if p.devmask.load(Relaxed) & 1 << d == 0 || frozen(l, w, &wd.bucket.frozen) {
+    let row = limits::row(d)?;
+    if p.devmask.load(Relaxed) & 1 << d == 0 || row.cu_blocked() {
         return None;
     }
-    let percent = wd.bucket.limit.load(Acquire).min(100);
+    let percent = row.cu_limit.load(Acquire).min(100);
     let _owner = local::enter(i, d);
     if percent == 0 {
         count_tokens(p, d, tokens);
@@ -120,11 +121,11 @@ pub(super) fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcom
     let p = &l.procs[i];
     let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
     let wd = &l.wd[w][d];
-    // ≤ 100 (set_compute_limit); `min` keeps it so for any word a foreign
-    // writer left.
-    let percent = wd.bucket.limit.load(Acquire).min(100);
+    let row = limits::row_of(l, i, d)?;
+    // ≤ 100 (set_compute_limit); `min` keeps it so whatever the word holds.
+    let percent = row.cu_limit.load(Acquire).min(100);
     mark_device(p, d);
-    if frozen(l, w, &wd.bucket.frozen) {
+    if row.cu_blocked() {
         let a = if percent == 0 {
             u64::MAX
         } else {

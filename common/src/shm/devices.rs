@@ -1,13 +1,11 @@
 //! The device table: 64 entries, named by device UUID, and bounded against
 //! callers that name devices the node does not have.
 //!
-//! An entry is *pinned* when libaccelerator (which checked the UUID against
-//! the vendor's devices) sets a limit on it; other entries are named by
-//! limiter clients (hooks), which cannot tell a real UUID from a made-up
-//! one. Clients may hold at most [`CLIENT_ENTRIES`] entries, so the rest is
-//! always there for the host's limits. An unpinned entry that no process
-//! uses (no live process slot has it in its device mask, and every worker's
-//! row for it is zero: no usage, limit or freeze) is *retired* when a new
+//! Entries are named by limiter clients (hooks), which cannot tell a real
+//! UUID from a made-up one (the host's limits name devices in the limits
+//! file, `limits.rs`). Clients may hold at most [`CLIENT_ENTRIES`] entries.
+//! An entry that no process uses (no live process slot has it in its device
+//! mask, and no worker's usage on it is above zero) is *retired* when a new
 //! name needs room, so made-up UUIDs hold entries only while the processes
 //! that named them live.
 //!
@@ -19,23 +17,13 @@
 //! (sequentially consistent), so either the client sees the entry retiring
 //! (and looks again) or the retirer sees the client's mark (and keeps the
 //! entry): a device slot a process holds stays that device for as long as
-//! the process lives. Host writes of a row's limits and freeze words happen
-//! under the table lock.
+//! the process lives.
 
 use super::*;
 use std::sync::atomic::fence;
 
 /// Entries limiter clients may name (the others are the host's).
 pub const CLIENT_ENTRIES: usize = 48;
-
-/// Who names a device.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Origin {
-    /// A limiter client (hook): any well-formed text.
-    Client,
-    /// libaccelerator, which checked it against the vendor's devices.
-    Host,
-}
 
 /// The READY entry named `uuid`, if any (no lock).
 pub(super) fn lookup(l: &Layout, uuid: &str) -> Res<Option<usize>> {
@@ -72,22 +60,13 @@ fn table_lock() -> Res<TableLock<'static>> {
     }
 }
 
-/// Run `f` on the entry named `uuid` (named now if new) with the table
-/// lock held: for host writes of a row's limit and freeze words.
-pub(super) fn with_entry<T>(
-    l: &Layout,
-    uuid: &str,
-    origin: Origin,
-    f: impl FnOnce(usize) -> Res<T>,
-) -> Res<T> {
+/// The entry named `uuid`, named now if new (under the table lock).
+fn entry(l: &Layout, uuid: &str) -> Res<usize> {
     for attempt in 0..2 {
         {
             let _t = table_lock()?;
-            if let Some(d) = entry_locked(l, uuid, origin)? {
-                if origin == Origin::Host {
-                    l.devices[d].pinned.store(1, Release);
-                }
-                return f(d);
+            if let Some(d) = entry_locked(l, uuid)? {
+                return Ok(d);
             }
         }
         if attempt == 0 {
@@ -102,27 +81,23 @@ pub(super) fn with_entry<T>(
 
 #[cold]
 fn full(l: &Layout, uuid: &str) -> Error {
-    let clients = named_by_clients(l);
     Error::ResourceExhausted(format!(
-        "the limiter's device table has no room for {uuid:?}: {} of its {MAX_DEVICES} entries \
-         are in use, {clients} of them named by limiter clients (who may name {CLIENT_ENTRIES})",
-        l.devices
-            .iter()
-            .filter(|k| k.state.load(Acquire) != KEY_FREE)
-            .count()
+        "the limiter's device table has no room for {uuid:?}: {} entries are in use by live \
+         processes, named by limiter clients (who may name {CLIENT_ENTRIES})",
+        named(l)
     ))
 }
 
-fn named_by_clients(l: &Layout) -> usize {
+fn named(l: &Layout) -> usize {
     l.devices
         .iter()
-        .filter(|k| k.state.load(Acquire) != KEY_FREE && k.pinned.load(Acquire) == 0)
+        .filter(|k| k.state.load(Acquire) != KEY_FREE)
         .count()
 }
 
 /// The entry named `uuid`, naming it if new; the table lock is held.
 /// None: no room.
-fn entry_locked(l: &Layout, uuid: &str, origin: Origin) -> Res<Option<usize>> {
+fn entry_locked(l: &Layout, uuid: &str) -> Res<Option<usize>> {
     if let Some(d) = lookup(l, uuid)? {
         return Ok(Some(d));
     }
@@ -133,7 +108,7 @@ fn entry_locked(l: &Layout, uuid: &str, origin: Origin) -> Res<Option<usize>> {
             .iter()
             .position(|k| matches!(k.state.load(Acquire), KEY_FREE | KEY_CLAIMING))
     };
-    let slot = if origin == Origin::Client && named_by_clients(l) >= CLIENT_ENTRIES {
+    let slot = if named(l) >= CLIENT_ENTRIES {
         retire_one(l)
     } else {
         free(l).or_else(|| retire_one(l))
@@ -147,16 +122,15 @@ fn entry_locked(l: &Layout, uuid: &str, origin: Origin) -> Res<Option<usize>> {
         a.store(*b, Relaxed);
     }
     k.hash.store(hash, Relaxed);
-    k.pinned.store(0, Relaxed);
     k.state.store(KEY_READY, SeqCst);
     Ok(Some(d))
 }
 
-/// Retire one unused unpinned entry; its index (now FREE) if one was.
+/// Retire one unused entry; its index (now FREE) if one was.
 fn retire_one(l: &Layout) -> Option<usize> {
     (0..MAX_DEVICES).find(|&d| {
         let k = &l.devices[d];
-        if k.state.load(Acquire) != KEY_READY || k.pinned.load(Acquire) != 0 {
+        if k.state.load(Acquire) != KEY_READY {
             return false;
         }
         k.state.store(KEY_RETIRING, SeqCst);
@@ -181,20 +155,13 @@ fn retire_one(l: &Layout) -> Option<usize> {
 }
 
 /// Whether some process slot has device `d` in its mask, or some worker's
-/// row for it is not zero.
+/// usage on it is not zero.
 fn in_use(l: &Layout, d: usize) -> bool {
     let bit = 1u64 << d;
     l.procs
         .iter()
         .any(|p| p.state.load(SeqCst) & 3 != PROC_FREE && p.devmask.load(SeqCst) & bit != 0)
-        || l.wd.iter().any(|w| {
-            let wd = &w[d];
-            used_of(wd.usage.load(Acquire)) != 0
-                || wd.mem_limit.load(Acquire) != 0
-                || wd.mem_frozen.load(Acquire) != 0
-                || wd.bucket.limit.load(Acquire) != 0
-                || wd.bucket.frozen.load(Acquire) != 0
-        })
+        || l.wd.iter().any(|w| used_of(w[d].usage.load(Acquire)) != 0)
 }
 
 /// The device slot of `uuid` for process `pid` (registered now if new),
@@ -204,7 +171,7 @@ pub(super) fn slot_for(l: &Layout, pid: i32, uuid: &str) -> Res<usize> {
     loop {
         let d = match lookup(l, uuid)? {
             Some(d) => d,
-            None => with_entry(l, uuid, Origin::Client, Ok)?,
+            None => entry(l, uuid)?,
         };
         let p = &l.procs[proc_slot(l, pid)?];
         let bit = 1u64 << d;

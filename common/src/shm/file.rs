@@ -14,6 +14,9 @@
 //! would drop them (and the one-time rule with them). Processes that have
 //! the old file mapped keep using it; to start afresh, an operator removes
 //! the record (with the file) once no process uses them.
+//!
+//! The same rules hold for the host-owned limits file (`limits.rs`), a
+//! [`Kind`] of its own: another name, magic number and size, mode 0644.
 
 use super::*;
 use crate::statedir::{self, Create};
@@ -39,9 +42,43 @@ pub(super) fn open_shared() -> Res<&'static Layout> {
 }
 
 pub(super) fn open_or_create() -> Res<&'static Layout> {
+    let (file, path) = open_kind(&BOOKS)?;
+    let l = map::map(&file, SIZE)?;
+    owner::adopt(file, &path)?;
+    Ok(l)
+}
+
+/// A kind of state file: its name in the state directory, header and size.
+pub(super) struct Kind {
+    pub(super) name: &'static str,
+    pub(super) magic: u64,
+    pub(super) version: u64,
+    pub(super) size: usize,
+    /// Mode bits of a new file.
+    pub(super) mode: fn() -> u32,
+}
+
+/// `limiter.shm`: the books.
+pub(super) const BOOKS: Kind = Kind {
+    name: FILE_NAME,
+    magic: MAGIC,
+    version: VERSION,
+    size: SIZE,
+    mode: statedir::file_mode,
+};
+
+impl Kind {
+    pub(super) fn id_name(&self) -> String {
+        format!("{}.id", self.name)
+    }
+}
+
+/// Open (creating it if it never existed) the state file of `kind`,
+/// read-write, checked against its identity record and its header.
+pub(super) fn open_kind(kind: &Kind) -> Res<(File, std::path::PathBuf)> {
     let dir = statedir::ensure()?;
-    let path = dir.join(FILE_NAME);
-    let id_path = dir.join(ID_NAME);
+    let path = dir.join(kind.name);
+    let id_path = dir.join(kind.id_name());
     let recorded = read_id(&id_path)?;
     for _ in 0..3 {
         if let Some(file) = statedir::open(&path, Create::Never)? {
@@ -52,17 +89,16 @@ pub(super) fn open_or_create() -> Res<&'static Layout> {
             if recorded.is_some_and(|r| r != id) {
                 return Err(lost(&path, &id_path, "replaced by another file"));
             }
-            let l = validate_and_map(&file, &path)?;
+            validate(kind, &file, &path)?;
             if recorded.is_none() {
                 write_id(&dir, &id_path, id)?;
             }
-            owner::adopt(file, &path)?;
-            return Ok(l);
+            return Ok((file, path));
         }
         if recorded.is_some() {
             return Err(lost(&path, &id_path, "removed or renamed"));
         }
-        create(&dir, &path)?;
+        create(kind, &dir, &path)?;
     }
     Err(Error::OperationFailed(format!(
         "limiter state file {} keeps disappearing",
@@ -70,8 +106,28 @@ pub(super) fn open_or_create() -> Res<&'static Layout> {
     )))
 }
 
-/// The identity record beside the state file.
-pub(super) const ID_NAME: &str = "limiter.shm.id";
+/// Open the existing state file of `kind` for reading only, checked
+/// against its identity record and header; None when it never existed.
+pub(super) fn open_kind_read(kind: &Kind) -> Res<Option<(File, std::path::PathBuf)>> {
+    let dir = statedir::path();
+    let path = dir.join(kind.name);
+    let id_path = dir.join(kind.id_name());
+    let recorded = read_id(&id_path)?;
+    let Some(file) = statedir::open_read(&path)? else {
+        return match recorded {
+            Some(_) => Err(lost(&path, &id_path, "removed or renamed")),
+            None => Ok(None),
+        };
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("cannot stat", &path, e))?;
+    if recorded.is_some_and(|r| r != (meta.dev(), meta.ino())) {
+        return Err(lost(&path, &id_path, "replaced by another file"));
+    }
+    validate(kind, &file, &path)?;
+    Ok(Some((file, path)))
+}
 
 #[cold]
 pub(super) fn lost(path: &Path, id_path: &Path, how: &str) -> Error {
@@ -86,7 +142,7 @@ pub(super) fn lost(path: &Path, id_path: &Path, how: &str) -> Error {
 
 /// The recorded (device, inode), if any.
 pub(super) fn read_id(id_path: &Path) -> Res<Option<(u64, u64)>> {
-    let Some(mut file) = statedir::open(id_path, Create::Never)? else {
+    let Some(mut file) = statedir::open_read(id_path)? else {
         return Ok(None);
     };
     let mut text = String::new();
@@ -106,7 +162,8 @@ pub(super) fn read_id(id_path: &Path) -> Res<Option<(u64, u64)>> {
 /// this writer's own, renamed over; racing writers record the same).
 fn write_id(dir: &Path, id_path: &Path, (dev, ino): (u64, u64)) -> Res<()> {
     let tmp = dir.join(format!(
-        ".{ID_NAME}.{}.{}.{}.tmp",
+        ".{}.{}.{}.{}.tmp",
+        id_path.file_name().unwrap_or_default().to_string_lossy(),
         owner::pid_ns(),
         std::process::id(),
         map::monotonic_ns()
@@ -128,10 +185,11 @@ fn write_id(dir: &Path, id_path: &Path, (dev, ino): (u64, u64)) -> Res<()> {
     result
 }
 
-pub(super) fn create(dir: &Path, path: &Path) -> Res<()> {
+pub(super) fn create(kind: &Kind, dir: &Path, path: &Path) -> Res<()> {
     // Unique among creators: pids repeat across pid namespaces.
     let tmp = dir.join(format!(
-        ".{FILE_NAME}.{}.{}.{}.tmp",
+        ".{}.{}.{}.{}.tmp",
+        kind.name,
         owner::pid_ns(),
         std::process::id(),
         map::monotonic_ns()
@@ -141,14 +199,14 @@ pub(super) fn create(dir: &Path, path: &Path) -> Res<()> {
         .ok_or_else(|| Error::Internal("create returned no file".into()))?;
     let result = (|| {
         // The umask must not strip the group bits ACCELERATOR_STATE_GROUP_ACCESS asks for.
-        file.set_permissions(std::fs::Permissions::from_mode(statedir::file_mode()))
+        file.set_permissions(std::fs::Permissions::from_mode((kind.mode)()))
             .map_err(|e| Error::io("cannot set the mode of", &tmp, e))?;
-        file.set_len(SIZE as u64)
+        file.set_len(kind.size as u64)
             .map_err(|e| Error::io("cannot size", &tmp, e))?;
         let mut head = [0u8; 24];
-        head[0..8].copy_from_slice(&MAGIC.to_le_bytes());
-        head[8..16].copy_from_slice(&VERSION.to_le_bytes());
-        head[16..24].copy_from_slice(&(SIZE as u64).to_le_bytes());
+        head[0..8].copy_from_slice(&kind.magic.to_le_bytes());
+        head[8..16].copy_from_slice(&kind.version.to_le_bytes());
+        head[16..24].copy_from_slice(&(kind.size as u64).to_le_bytes());
         file.write_all_at(&head, 0)
             .map_err(|e| Error::io("cannot write", &tmp, e))?;
         match std::fs::hard_link(&tmp, path) {
@@ -161,13 +219,8 @@ pub(super) fn create(dir: &Path, path: &Path) -> Res<()> {
     result
 }
 
-pub(super) fn validate_and_map(file: &File, path: &Path) -> Res<&'static Layout> {
-    validate(file, path)?;
-    map::map(file, SIZE)
-}
-
 /// Check the header and size of the state file `file` (at `path`).
-pub(super) fn validate(file: &File, path: &Path) -> Res<()> {
+pub(super) fn validate(kind: &Kind, file: &File, path: &Path) -> Res<()> {
     let fail = |why: String| {
         Err(Error::OperationFailed(format!(
             "limiter state file {} {why}; refusing to use it (remove it when no process uses it)",
@@ -183,29 +236,33 @@ pub(super) fn validate(file: &File, path: &Path) -> Res<()> {
         return fail(format!("is truncated ({len} bytes)"));
     }
     let word = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-    if word(0) != MAGIC {
+    if word(0) != kind.magic {
         return fail("is not a limiter state file (bad magic number)".into());
     }
-    if word(1) > VERSION {
+    if word(1) > kind.version {
         return fail(format!(
-            "has layout version {}, newer than this library's {VERSION}",
-            word(1)
+            "has layout version {}, newer than this library's {}",
+            word(1),
+            kind.version
         ));
     }
-    if word(1) != VERSION {
+    if word(1) != kind.version {
         return fail(format!(
-            "has layout version {}, this library needs {VERSION}",
-            word(1)
+            "has layout version {}, this library needs {}",
+            word(1),
+            kind.version
         ));
     }
-    if word(2) != SIZE as u64 {
+    if word(2) != kind.size as u64 {
         return fail(format!(
-            "declares {} bytes, layout version {VERSION} has {SIZE}",
-            word(2)
+            "declares {} bytes, layout version {} has {}",
+            word(2),
+            kind.version,
+            kind.size
         ));
     }
-    if len != SIZE as u64 {
-        return fail(format!("is truncated ({len} of {SIZE} bytes)"));
+    if len != kind.size as u64 {
+        return fail(format!("is truncated ({len} of {} bytes)", kind.size));
     }
     Ok(())
 }

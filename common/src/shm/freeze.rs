@@ -6,15 +6,11 @@
 //! frozen worker makes no progress). AutoFreeze/AutoResume set and clear a
 //! per-worker-and-device word for one resource ("memory" or "compute"):
 //! only that resource's checks on that device block. Freeze time counts
-//! FreezeWorker spans only.
+//! FreezeWorker spans only. The words live in the host-owned limits file
+//! (`limits.rs`), which clients cannot write.
 
+use super::limits::{LimitWorker, Row};
 use super::*;
-
-/// Whether a check must block: the worker is frozen, or `auto` (the
-/// resource's AutoFreeze word on the device) is set.
-pub(super) fn frozen(l: &Layout, w: usize, auto: &AtomicU64) -> bool {
-    (w != 0 && l.workers[w].freeze.load(Acquire) != 0) || auto.load(Acquire) != 0
-}
 
 /// A worker's freeze state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +23,7 @@ pub(super) fn now_ms() -> u64 {
     map::monotonic_ns() / 1_000_000
 }
 
-pub(super) fn freeze_state(wk: &Worker) -> FreezeState {
+fn freeze_state(wk: &LimitWorker) -> FreezeState {
     let f = wk.freeze.load(Acquire);
     let total = wk.frozen_ms.load(Acquire);
     FreezeState {
@@ -40,24 +36,38 @@ pub(super) fn freeze_state(wk: &Worker) -> FreezeState {
     }
 }
 
+/// Whether the worker is known: named by the host (limits file) or by a
+/// client (the books, read from a copy: the host never maps them).
+fn known(worker: &str) -> Res<bool> {
+    if limits::host_worker(worker)?.is_some() {
+        return Ok(true);
+    }
+    Ok(snapshot::Snapshot::take(snapshot::Part::Names)?
+        .is_some_and(|s| find_ready(&s.l.workers[1..], |w| &w.key, worker).is_some()))
+}
+
+fn unknown(worker: &str) -> Error {
+    Error::NotFound(format!("worker {worker:?} is not known to the limiter"))
+}
+
 /// `FreezeWorker`: idempotent; NOT_FOUND for a worker the limiter never saw.
 pub fn freeze_worker(worker: &str) -> Res<FreezeState> {
-    let l = checked()?;
-    let wk = &l.workers[known_worker(l, worker)?];
-    let _ = wk.freeze.compare_exchange(0, now_ms() + 1, AcqRel, Acquire);
-    Ok(freeze_state(wk))
+    if !known(worker)? {
+        return Err(unknown(worker));
+    }
+    Ok(freeze_state(limits::set_frozen(worker, now_ms())?))
 }
 
 /// `ResumeWorker`: idempotent; adds the frozen span to the freeze time.
 pub fn resume_worker(worker: &str) -> Res<FreezeState> {
-    let l = checked()?;
-    let wk = &l.workers[known_worker(l, worker)?];
-    let since = wk.freeze.swap(0, AcqRel);
-    if since != 0 {
-        wk.frozen_ms
-            .fetch_add(now_ms().saturating_sub(since - 1), AcqRel);
+    match limits::set_running(worker, now_ms())? {
+        Some(wk) => Ok(freeze_state(wk)),
+        None if known(worker)? => Ok(FreezeState {
+            frozen: false,
+            freeze_time_ms: 0,
+        }),
+        None => Err(unknown(worker)),
     }
-    Ok(freeze_state(wk))
 }
 
 /// The resource of `AutoFreeze`/`AutoResume`.
@@ -82,19 +92,13 @@ impl std::str::FromStr for Resource {
 
 /// `AutoFreeze` (`frozen`) / `AutoResume` of one resource of a worker on a device.
 pub fn auto_freeze(worker: &str, uuid: &str, resource: Resource, frozen: bool) -> Res<()> {
-    let l = checked()?;
-    let w = known_worker(l, worker)?;
-    if !frozen && devices::lookup(l, uuid)?.is_none() {
-        return Ok(()); // nothing frozen there; naming the device would be all
+    key_words(uuid)?;
+    if !known(worker)? {
+        return Err(unknown(worker));
     }
-    // Under the device table's lock: a freeze word keeps the entry in use.
-    devices::with_entry(l, uuid, devices::Origin::Client, |d| {
-        let wd = &l.wd[w][d];
-        let word = match resource {
-            Resource::Memory => &wd.mem_frozen,
-            Resource::Compute => &wd.bucket.frozen,
-        };
-        word.store(frozen.into(), Release);
-        Ok(())
-    })
+    let word: fn(&Row) -> &AtomicU64 = match resource {
+        Resource::Memory => |r| &r.mem_frozen,
+        Resource::Compute => |r| &r.cu_frozen,
+    };
+    limits::set_auto(worker, uuid, frozen, word)
 }

@@ -99,6 +99,28 @@ pub(super) fn find_key<'a>(
     }
 }
 
+/// The READY entry named `name` in a table of names appended in order.
+pub(super) fn find_ready<T>(table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> Option<usize> {
+    let (words, hash) = key_words(name).ok()?;
+    for (i, t) in table.iter().enumerate() {
+        let k = key(t);
+        match k.state.load(Acquire) {
+            KEY_FREE => return None,
+            KEY_READY
+                if k.hash.load(Relaxed) == hash
+                    && k.words
+                        .iter()
+                        .zip(&words)
+                        .all(|(a, b)| a.load(Relaxed) == *b) =>
+            {
+                return Some(i)
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Worker slot of a named worker (slot 0, the anonymous pool, has no name).
 pub(super) fn worker_index(l: &Layout, worker: &str, claim: bool) -> Res<Option<usize>> {
     Ok(find_key(l.workers[1..].iter().map(|w| &w.key), worker, claim)?.map(|i| i + 1))

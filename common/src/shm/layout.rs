@@ -5,9 +5,9 @@
 //! |---|---|---|
 //! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size |
 //! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
-//! | devices | 64 × 128 B | device UUIDs, pinned flag (`devices.rs`) |
-//! | workers | 1,024 × 192 B | worker ids, frozen flag, accumulated freeze time; slot 0 is the anonymous pool |
-//! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, memory limit, memory auto-freeze, last sweep; line 2: token bucket (TAT), compute limit, compute auto-freeze |
+//! | devices | 64 × 128 B | device UUIDs (`devices.rs`) |
+//! | workers | 1,024 × 128 B | worker ids; slot 0 is the anonymous pool |
+//! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT) |
 //! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
 
 use super::*;
@@ -31,16 +31,11 @@ pub(super) struct Key {
     pub(super) state: AtomicU64,
     pub(super) hash: AtomicU64,
     pub(super) words: [AtomicU64; 8],
-    /// Devices: 1 = a host limit was set here (`devices.rs`).
-    pub(super) pinned: AtomicU64,
 }
 
 #[repr(C, align(64))]
 pub(super) struct Worker {
     pub(super) key: Key,
-    /// 0 = running, else 1 + the ms (since boot) it was frozen.
-    pub(super) freeze: AtomicU64,
-    pub(super) frozen_ms: AtomicU64,
 }
 
 /// One worker on one device: the memory fields on the first cache line, the
@@ -52,10 +47,6 @@ pub(super) struct WorkerDevice {
     pub(super) usage: AtomicU64,
     /// The last usage word whose op is known to be in its slot's `held`.
     pub(super) settled: AtomicU64,
-    /// 0 = unlimited.
-    pub(super) mem_limit: AtomicU64,
-    /// AutoFreeze of "memory": 1 = frozen.
-    pub(super) mem_frozen: AtomicU64,
     pub(super) last_sweep_ns: AtomicU64,
     pub(super) bucket: Bucket,
 }
@@ -64,10 +55,6 @@ pub(super) struct WorkerDevice {
 pub(super) struct Bucket {
     /// Theoretical arrival time, 1/16 ns since boot.
     pub(super) tat: AtomicU64,
-    /// Percent, 0 = unlimited.
-    pub(super) limit: AtomicU64,
-    /// AutoFreeze of "compute": 1 = frozen.
-    pub(super) frozen: AtomicU64,
 }
 
 #[repr(C, align(64))]

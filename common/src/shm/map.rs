@@ -22,31 +22,49 @@ static PUBLISHED: std::sync::atomic::AtomicPtr<Layout> =
 /// The mapping, once [`publish`]ed.
 #[inline(always)]
 pub(super) fn published() -> Option<&'static Layout> {
-    let p = PUBLISHED.load(std::sync::atomic::Ordering::Acquire);
-    // SAFETY: only `publish` stores here, a pointer from `map`: valid for
-    // 'static (never unmapped), see the module comment.
-    unsafe { p.as_ref() }
+    published_as(&PUBLISHED)
 }
 
 /// Make `l` (from [`map`]) the mapping every later call uses.
 pub(super) fn publish(l: &'static Layout) {
-    PUBLISHED.store(
-        (l as *const Layout).cast_mut(),
-        std::sync::atomic::Ordering::Release,
-    );
+    publish_as(&PUBLISHED, l);
 }
 
 /// Map `len` bytes of `file` shared and read-write as the limiter layout.
 /// The caller has checked the file's header and size.
 pub(super) fn map(file: &File, len: usize) -> Res<&'static Layout> {
     assert!(len >= std::mem::size_of::<Layout>());
-    // SAFETY: a fresh shared mapping of a regular file we opened read-write;
-    // the kernel picks the address. Failure is MAP_FAILED, checked below.
+    map_as::<Layout>(file, true)
+}
+
+/// A type made of `AtomicU64` fields (and padding) alone, any bit pattern
+/// of which is a valid value: what a mapped state file may be viewed as.
+///
+/// # Safety
+/// Implement only for such types.
+pub(super) unsafe trait Atomics {}
+// SAFETY: atomics only (layout.rs).
+unsafe impl Atomics for Layout {}
+// SAFETY: atomics only (limits.rs).
+unsafe impl Atomics for super::limits::Limits {}
+
+/// Map `file` (checked: its size is `size_of::<T>()`) shared, read-write
+/// or read-only, as a `T`. A read-only mapping is only ever loaded from (a
+/// store would fault, never change the file).
+pub(super) fn map_as<T: Atomics>(file: &File, write: bool) -> Res<&'static T> {
+    let prot = if write {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_READ
+    };
+    // SAFETY: a fresh shared mapping of a regular file we opened with the
+    // access `prot` asks for; the kernel picks the address. Failure is
+    // MAP_FAILED, checked below.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
+            std::mem::size_of::<T>(),
+            prot,
             libc::MAP_SHARED,
             file.as_raw_fd(),
             0,
@@ -58,11 +76,30 @@ pub(super) fn map(file: &File, len: usize) -> Res<&'static Layout> {
             std::io::Error::last_os_error()
         )));
     }
-    // mmap returns page-aligned memory, which satisfies Layout's alignment.
-    debug_assert_eq!(p as usize % std::mem::align_of::<Layout>(), 0);
-    // SAFETY: see the module comment: all-atomic layout, mapping never
-    // unmapped, hence valid for 'static.
-    Ok(unsafe { &*p.cast::<Layout>() })
+    // mmap returns page-aligned memory, which satisfies T's alignment.
+    debug_assert_eq!(p as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: see the module comment and `Atomics`: any bytes are a valid
+    // T, accessed through atomics only; never unmapped, hence 'static.
+    Ok(unsafe { &*p.cast::<T>() })
+}
+
+/// The mapping published in `slot`, if any.
+#[inline(always)]
+pub(super) fn published_as<T: Atomics>(
+    slot: &std::sync::atomic::AtomicPtr<T>,
+) -> Option<&'static T> {
+    let p = slot.load(std::sync::atomic::Ordering::Acquire);
+    // SAFETY: only `publish_as` stores here, a pointer from `map_as`: valid
+    // for 'static (never unmapped).
+    unsafe { p.as_ref() }
+}
+
+/// Publish `t` (from [`map_as`]) in `slot`.
+pub(super) fn publish_as<T: Atomics>(slot: &std::sync::atomic::AtomicPtr<T>, t: &'static T) {
+    slot.store(
+        (t as *const T).cast_mut(),
+        std::sync::atomic::Ordering::Release,
+    );
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the node

@@ -101,9 +101,9 @@ pub(super) enum Apply {
 }
 
 /// Apply `delta` bytes (|delta| ≤ MAX_BYTES) of slot `i` to worker-device
-/// `wd` (device `d`), refusing growth past the worker's limit. `owner`: the
-/// caller is slot `i`'s own process (holding `local::enter`), not a
-/// reclaimer.
+/// `wd` (device `d`), refusing growth past the worker's memory limit
+/// `limit` (0 = none). `owner`: the caller is slot `i`'s own process
+/// (holding `local::enter`), not a reclaimer.
 #[inline(always)]
 pub(super) fn apply(
     l: &Layout,
@@ -111,6 +111,7 @@ pub(super) fn apply(
     d: usize,
     wd: &WorkerDevice,
     delta: i64,
+    limit: u64,
     owner: bool,
 ) -> Apply {
     let p = &l.procs[i];
@@ -134,7 +135,7 @@ pub(super) fn apply(
         }
         let used = used_of(u);
         let target = used as i64 + delta;
-        if delta > 0 && target as u64 > cap(wd.mem_limit.load(Acquire)) {
+        if delta > 0 && target as u64 > cap(limit) {
             // Nothing recorded, and `held` keeps its sequence: an intent
             // left behind is never named by the usage word.
             return Apply::Blocked { used };
@@ -244,7 +245,8 @@ pub(super) fn memory_fast(pid: i32, d: usize, delta: i64) -> Option<MemOutcome> 
     let p = &l.procs[i];
     let w = p.worker.load(Relaxed) as usize;
     let wd = l.wd.get(w)?.get(d)?;
-    if p.devmask.load(Relaxed) & 1 << d == 0 || frozen(l, w, &wd.mem_frozen) {
+    let row = limits::row(d)?;
+    if p.devmask.load(Relaxed) & 1 << d == 0 || row.mem_blocked() {
         return None;
     }
     let _owner = local::enter(i, d);
@@ -256,7 +258,7 @@ pub(super) fn memory_fast(pid: i32, d: usize, delta: i64) -> Option<MemOutcome> 
         return None;
     }
     let target = used_of(u) as i64 + delta;
-    let limit = wd.mem_limit.load(Acquire);
+    let limit = row.mem_limit.load(Acquire);
     if target < 0 || (delta > 0 && target as u64 > cap(limit)) {
         return None;
     }
@@ -283,18 +285,20 @@ pub(super) fn memory_slow(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
     let p = &l.procs[i];
     let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
     let wd = &l.wd[w][d];
+    let row = limits::row_of(l, i, d)?;
+    let limit = row.mem_limit.load(Acquire);
     let outcome = |should_block, used| MemOutcome {
         should_block,
-        available_bytes: available(wd.mem_limit.load(Acquire), used),
+        available_bytes: available(limit, used),
     };
-    if frozen(l, w, &wd.mem_frozen) {
+    if row.mem_blocked() {
         return Ok(outcome(true, used_of(wd.usage.load(Acquire))));
     }
     mark_device(p, d);
     let _owner = local::enter(i, d);
-    match apply(l, i, d, wd, delta, true) {
+    match apply(l, i, d, wd, delta, limit, true) {
         Apply::Done { used } => Ok(outcome(false, used)),
-        Apply::Blocked { used } => Ok(match retry_after_sweep(l, i, d, w, wd, delta) {
+        Apply::Blocked { used } => Ok(match retry_after_sweep(l, i, d, w, wd, delta, limit) {
             Some(Apply::Done { used }) => outcome(false, used),
             Some(Apply::Blocked { used }) => outcome(true, used),
             _ => outcome(true, used),
@@ -314,8 +318,9 @@ pub(super) fn retry_after_sweep(
     w: usize,
     wd: &WorkerDevice,
     delta: i64,
+    limit: u64,
 ) -> Option<Apply> {
-    try_sweep(l, w, wd).then(|| apply(l, i, d, wd, delta, true))
+    try_sweep(l, w, wd).then(|| apply(l, i, d, wd, delta, limit, true))
 }
 
 #[cold]
@@ -360,7 +365,7 @@ pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
     // Host reports do not reclaim (`snapshot.rs`): the worker's dead
     // processes are reclaimed here, so the usage is that of live ones.
     sweep(l, Some(w));
-    let limit = wd.mem_limit.load(Acquire);
+    let limit = limits::memory_limit_of(worker, uuid)?;
     Ok((
         used_of(wd.usage.load(Acquire)),
         (limit != 0).then_some(limit),

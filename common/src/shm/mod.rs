@@ -31,6 +31,7 @@
 //! - `memory`: the usage protocol and memory checks;
 //! - `reclaim`: freeing what a dead process held;
 //! - `compute`: the token bucket;
+//! - `limits`: the host-owned limits file (limits, freezing), read-only to clients;
 //! - `freeze`: FreezeWorker, AutoFreeze;
 //! - `reports`: hard limits and per-process usage for libaccelerator;
 //! - `snapshot`: the host's reads, from a `pread` copy (never a mapping).
@@ -47,6 +48,7 @@ mod file;
 mod freeze;
 mod keys;
 mod layout;
+mod limits;
 mod local;
 mod map;
 mod memory;
@@ -70,7 +72,6 @@ pub use reports::{
 use crate::{Error, Res};
 use backoff::Backoff;
 use file::open_shared;
-use freeze::frozen;
 use keys::*;
 use layout::*;
 use memory::{apply, unname};
@@ -79,7 +80,7 @@ use reclaim::*;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMIT");
-pub const VERSION: u64 = 3;
+pub const VERSION: u64 = 4;
 pub const FILE_NAME: &str = "limiter.shm";
 pub const ENV_WORKER_ID: &str = "ACCELERATOR_WORKER_ID";
 

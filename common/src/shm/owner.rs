@@ -81,6 +81,7 @@ extern "C" fn after_fork() {
         map::close(fd);
     }
     OWN_SLOT.store(0, Relaxed);
+    limits::forget_rows();
     NS.store(0, Relaxed);
     OPEN.reset();
     PROCESS.reset();

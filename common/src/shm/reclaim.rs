@@ -69,7 +69,8 @@ fn free_books(l: &Layout, i: usize) {
         let held = low48(p.held[d].load(Acquire));
         if held > 0 {
             // held ≤ MAX_BYTES: it is part of the usage word's total.
-            let _ = apply(l, i, d, wd, -(held.min(MAX_BYTES) as i64), false);
+            // A free: no limit applies.
+            let _ = apply(l, i, d, wd, -(held.min(MAX_BYTES) as i64), 0, false);
             unname(l, i, d, wd);
         }
         p.tokens[d].store(0, Relaxed);

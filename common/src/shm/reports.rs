@@ -19,30 +19,21 @@ pub(super) fn set_once(
     }
 }
 
-/// Set a worker's memory limit on a device (one-time; the same value again is fine).
+/// Set a worker's memory limit on a device (one-time; the same value
+/// again is fine), in the host-owned limits file (`limits.rs`).
 pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
     check_memory_limit(bytes)?;
-    let l = checked()?;
-    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
-    devices::with_entry(l, uuid, devices::Origin::Host, |d| {
-        set_once(&l.wd[w][d].mem_limit, bytes, "memory", worker, uuid)
-    })
+    key_words(worker)?;
+    key_words(uuid)?;
+    limits::set_limit(worker, uuid, bytes, "memory", |r| &r.mem_limit)
 }
 
 /// Set a worker's compute limit (percent, 1–100) on a device (one-time).
 pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     check_compute_limit(percent)?;
-    let l = checked()?;
-    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
-    devices::with_entry(l, uuid, devices::Origin::Host, |d| {
-        set_once(
-            &l.wd[w][d].bucket.limit,
-            percent.into(),
-            "compute",
-            worker,
-            uuid,
-        )
-    })
+    key_words(worker)?;
+    key_words(uuid)?;
+    limits::set_limit(worker, uuid, percent.into(), "compute", |r| &r.cu_limit)
 }
 
 /// `AccelSetMemHardLimit` (ABI v2, no worker argument): the limit of the
@@ -89,6 +80,7 @@ fn caller_worker() -> Res<String> {
             ));
         }
         p.worker.store(w as u64, Release);
+        limits::forget_rows();
     }
     Ok(name)
 }
@@ -129,31 +121,21 @@ pub(super) fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// Every limit set on the node (read from a copy, `snapshot.rs`).
+/// Every limit set on the node (from the host-owned limits file).
 pub fn limits() -> Res<Vec<LimitEntry>> {
-    let Some(snap) = Snapshot::take(Part::Rows)? else {
-        return Ok(Vec::new());
-    };
-    let l = &*snap.l;
-    let devices = ready_devices(l);
     let mut out = Vec::new();
-    for (w, wk) in l.workers.iter().enumerate().skip(1) {
-        if wk.key.state.load(Acquire) != KEY_READY {
-            continue;
+    limits::each_row(|worker, device_uuid, row| {
+        let mem = row.mem_limit.load(Acquire);
+        let cu = row.cu_limit.load(Acquire);
+        if mem != 0 || cu != 0 {
+            out.push(LimitEntry {
+                worker,
+                device_uuid,
+                memory_bytes: (mem != 0).then_some(mem),
+                compute_percent: (cu != 0).then_some(cu as u32),
+            });
         }
-        for (d, uuid) in &devices {
-            let mem = l.wd[w][*d].mem_limit.load(Acquire);
-            let cu = l.wd[w][*d].bucket.limit.load(Acquire);
-            if mem != 0 || cu != 0 {
-                out.push(LimitEntry {
-                    worker: key_name(&wk.key),
-                    device_uuid: uuid.clone(),
-                    memory_bytes: (mem != 0).then_some(mem),
-                    compute_percent: (cu != 0).then_some(cu as u32),
-                });
-            }
-        }
-    }
+    })?;
     Ok(out)
 }
 

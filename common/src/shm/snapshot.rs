@@ -22,7 +22,6 @@ use super::*;
 use std::fs::File;
 use std::mem::offset_of;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
 
 /// A copy of the state file's parts a report needs.
 pub(super) struct Snapshot {
@@ -35,34 +34,20 @@ pub(super) struct Snapshot {
 pub(super) enum Part {
     /// The process slots.
     Processes,
-    /// The worker × device rows (limits).
-    Rows,
+    /// Nothing more (names only).
+    Names,
 }
 
 impl Snapshot {
     /// The copy; None when there is no state file (and none was recorded):
     /// nothing to report.
     pub(super) fn take(part: Part) -> Res<Option<Snapshot>> {
-        let dir = crate::statedir::path();
-        let path = dir.join(FILE_NAME);
-        let id_path = dir.join(file::ID_NAME);
-        let recorded = file::read_id(&id_path)?;
-        let Some(f) = crate::statedir::open_read(&path)? else {
-            return match recorded {
-                Some(_) => Err(file::lost(&path, &id_path, "removed or renamed")),
-                None => Ok(None),
-            };
+        let Some((f, path)) = file::open_kind_read(&file::BOOKS)? else {
+            return Ok(None);
         };
-        let meta = f
-            .metadata()
-            .map_err(|e| Error::io("cannot stat", &path, e))?;
-        if recorded.is_some_and(|r| r != (meta.dev(), meta.ino())) {
-            return Err(file::lost(&path, &id_path, "replaced by another file"));
-        }
-        file::validate(&f, &path)?;
         let rest = match part {
             Part::Processes => offset_of!(Layout, procs)..SIZE,
-            Part::Rows => offset_of!(Layout, wd)..offset_of!(Layout, procs),
+            Part::Names => 0..0,
         };
         let parts = [
             0..std::mem::size_of::<Header>(),

@@ -1,0 +1,383 @@
+//! Hard limits and freezing: the host-owned limits file.
+//!
+//! The books (`limiter.shm`) are written by every limiter client, so
+//! nothing a client must obey lives there. Limits and freeze state live in
+//! `$ACCELERATOR_STATE_DIR/limits.shm`, which only the host side writes
+//! (libaccelerator's hard limits, liblimiter's FreezeWorker / AutoFreeze):
+//! mode 0644, a worker's container mounts it read-only, and clients open it
+//! `O_RDONLY` and map it `PROT_READ`, so a client has no way to raise its
+//! own limit or thaw itself, nor to change another worker's. It is created
+//! by the first host call that writes it (or, on a node where no host call
+//! ran yet, by the first client, as an empty file: no limits).
+//!
+//! | part | size | content |
+//! |---|---|---|
+//! | header | 4 KiB | magic `ACCLIMS`, version, size, generation |
+//! | devices | 64 × 128 B | device UUIDs the host named |
+//! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time |
+//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, memory auto-freeze, compute limit, compute auto-freeze, the worker's freeze |
+//!
+//! Names are appended under the state directory's lock (`statedir::lock_dir`)
+//! and never removed, so an index found for a name stays that name's; each
+//! new name bumps the generation. A client keeps, per device slot of its
+//! books, the row index it found (`ROW`): the hot path loads it and the
+//! row's line (read-mostly: it changes only when the host sets a limit or
+//! freezes). A slot whose worker or device has no row yet is `NONE` (or
+//! `FROZEN_NONE`, for a frozen worker), valid while the generation is the
+//! one it was looked up at: freezing and resuming bump it too.
+
+use super::file::Kind;
+use super::*;
+use std::sync::atomic::{AtomicPtr, AtomicU32};
+
+pub(super) const LIMITS_NAME: &str = "limits.shm";
+const LIMITS_MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMS\0");
+const LIMITS_VERSION: u64 = 1;
+
+#[repr(C, align(4096))]
+pub(super) struct LimitsHeader {
+    magic: AtomicU64,
+    version: AtomicU64,
+    size: AtomicU64,
+    /// Bumped after every new worker or device name.
+    generation: AtomicU64,
+}
+
+#[repr(C, align(64))]
+pub(super) struct LimitWorker {
+    pub(super) key: Key,
+    /// 0 = running, else 1 + the ms (since boot) it was frozen.
+    pub(super) freeze: AtomicU64,
+    pub(super) frozen_ms: AtomicU64,
+}
+
+/// One worker's limits on one device: the one line the hot path reads.
+#[repr(C, align(64))]
+pub(super) struct Row {
+    /// Bytes, 0 = unlimited.
+    pub(super) mem_limit: AtomicU64,
+    /// AutoFreeze of "memory": 1 = frozen.
+    pub(super) mem_frozen: AtomicU64,
+    /// Percent, 0 = unlimited.
+    pub(super) cu_limit: AtomicU64,
+    /// AutoFreeze of "compute": 1 = frozen.
+    pub(super) cu_frozen: AtomicU64,
+    /// 1 while the worker is frozen (FreezeWorker), on each of its rows.
+    pub(super) frozen: AtomicU64,
+}
+
+impl Row {
+    const fn zero() -> Row {
+        Row {
+            mem_limit: AtomicU64::new(0),
+            mem_frozen: AtomicU64::new(0),
+            cu_limit: AtomicU64::new(0),
+            cu_frozen: AtomicU64::new(0),
+            frozen: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether memory checks must block.
+    #[inline(always)]
+    pub(super) fn mem_blocked(&self) -> bool {
+        self.frozen.load(Acquire) != 0 || self.mem_frozen.load(Acquire) != 0
+    }
+
+    /// Whether compute checks must block.
+    #[inline(always)]
+    pub(super) fn cu_blocked(&self) -> bool {
+        self.frozen.load(Acquire) != 0 || self.cu_frozen.load(Acquire) != 0
+    }
+}
+
+#[repr(C)]
+pub struct Limits {
+    header: LimitsHeader,
+    devices: [Key; MAX_DEVICES],
+    pub(super) workers: [LimitWorker; MAX_WORKERS],
+    rows: [[Row; MAX_DEVICES]; MAX_WORKERS],
+}
+
+pub(super) const LIMITS: Kind = Kind {
+    name: LIMITS_NAME,
+    magic: LIMITS_MAGIC,
+    version: LIMITS_VERSION,
+    size: std::mem::size_of::<Limits>(),
+    mode: || 0o644,
+};
+
+/// The row of a worker without limits (the anonymous pool, or a worker the
+/// host never named).
+static UNLIMITED: Row = Row::zero();
+
+/// A frozen worker on a device the host never named.
+static FROZEN: Row = Row {
+    frozen: AtomicU64::new(1),
+    ..Row::zero()
+};
+
+const NONE: u32 = u32::MAX;
+const FROZEN_NONE: u32 = u32::MAX - 1;
+/// Per device slot of the books: 0 = not looked up, NONE = no row and
+/// FROZEN_NONE = no row but the worker is frozen (both at generation
+/// `SEEN`), else 1 + worker index × MAX_DEVICES + device index.
+static ROW: [AtomicU32; MAX_DEVICES] = [const { AtomicU32::new(0) }; MAX_DEVICES];
+static SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// This process's read-only mapping (clients) and read-write one (host).
+static RO: AtomicPtr<Limits> = AtomicPtr::new(std::ptr::null_mut());
+static RW: AtomicPtr<Limits> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Forget the rows looked up (a forked child, a process that changed worker).
+pub(super) fn forget_rows() {
+    for r in &ROW {
+        r.store(0, Relaxed);
+    }
+}
+
+/// The row of device slot `d` for this process, if looked up and current.
+#[inline(always)]
+pub(super) fn row(d: usize) -> Option<&'static Row> {
+    let lim = map::published_as(&RO)?;
+    match ROW.get(d)?.load(Relaxed) {
+        0 => None,
+        m @ (NONE | FROZEN_NONE) => (lim.header.generation.load(Acquire) == SEEN.load(Relaxed))
+            .then_some(if m == NONE { &UNLIMITED } else { &FROZEN }),
+        i => {
+            let i = i as usize - 1;
+            lim.rows.get(i / MAX_DEVICES)?.get(i % MAX_DEVICES)
+        }
+    }
+}
+
+/// [`row`], looking it up when needed: the row of the worker of process
+/// slot `i` on device slot `d` of the books `l`.
+#[cold]
+#[inline(never)]
+pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
+    if let Some(r) = row(d) {
+        return Ok(r);
+    }
+    let lim = client()?;
+    let generation = lim.header.generation.load(Acquire);
+    if SEEN.swap(generation, AcqRel) != generation {
+        for r in &ROW {
+            for m in [NONE, FROZEN_NONE] {
+                let _ = r.compare_exchange(m, 0, Relaxed, Relaxed);
+            }
+        }
+    }
+    let w = (l.procs[i].worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
+    let (lw, ld) = if w == 0 {
+        (None, None)
+    } else {
+        let worker = key_name(&l.workers[w].key);
+        let uuid = key_name(&l.devices[d]);
+        (
+            find_ready(&lim.workers, |k| &k.key, &worker),
+            find_ready(&lim.devices, |k| k, &uuid),
+        )
+    };
+    let (marker, row) = match (lw, ld) {
+        (Some(lw), Some(ld)) => {
+            let x = lw * MAX_DEVICES + ld;
+            ROW[d].store(x as u32 + 1, Relaxed);
+            return Ok(&lim.rows[lw][ld]);
+        }
+        (Some(lw), None) if lim.workers[lw].freeze.load(Acquire) != 0 => (FROZEN_NONE, &FROZEN),
+        _ => (NONE, &UNLIMITED),
+    };
+    ROW[d].store(marker, Relaxed);
+    // A name or freeze published since the lookup began: look again next time.
+    if lim.header.generation.load(Acquire) != generation {
+        ROW[d].store(0, Relaxed);
+    }
+    Ok(row)
+}
+
+/// The read-only mapping, opened on first use (created empty if missing).
+fn client() -> Res<&'static Limits> {
+    if let Some(l) = map::published_as(&RO) {
+        return Ok(l);
+    }
+    let _g = owner::OPEN.lock();
+    if let Some(l) = map::published_as(&RO) {
+        return Ok(l);
+    }
+    let (file, _) = match file::open_kind_read(&LIMITS)? {
+        Some(f) => f,
+        None => {
+            drop(file::open_kind(&LIMITS)?);
+            file::open_kind_read(&LIMITS)?.ok_or_else(|| {
+                Error::OperationFailed(format!("{LIMITS_NAME} disappeared as it was created"))
+            })?
+        }
+    };
+    let l = map::map_as::<Limits>(&file, false)?;
+    map::publish_as(&RO, l);
+    Ok(l)
+}
+
+/// The read-write mapping, for the host's writes.
+fn host() -> Res<&'static Limits> {
+    if let Some(l) = map::published_as(&RW) {
+        return Ok(l);
+    }
+    let _g = owner::OPEN.lock();
+    if let Some(l) = map::published_as(&RW) {
+        return Ok(l);
+    }
+    let (file, _) = file::open_kind(&LIMITS)?;
+    let l = map::map_as::<Limits>(&file, true)?;
+    map::publish_as(&RW, l);
+    Ok(l)
+}
+
+/// The entry named `name`, appended if new (the directory lock held).
+fn claim<T>(lim: &Limits, table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> Res<usize> {
+    let (words, hash) = key_words(name)?;
+    if let Some(i) = find_ready(table, &key, name) {
+        return Ok(i);
+    }
+    // A CLAIMING entry under the lock: its claimer died mid-claim.
+    let i = table
+        .iter()
+        .position(|t| matches!(key(t).state.load(Acquire), KEY_FREE | KEY_CLAIMING))
+        .ok_or_else(|| {
+            Error::ResourceExhausted(format!("the limits file is full; cannot add {name:?}"))
+        })?;
+    let k = key(&table[i]);
+    k.state.store(KEY_CLAIMING, Release);
+    for (a, b) in k.words.iter().zip(&words) {
+        a.store(*b, Relaxed);
+    }
+    k.hash.store(hash, Relaxed);
+    k.state.store(KEY_READY, Release);
+    lim.header.generation.fetch_add(1, AcqRel);
+    Ok(i)
+}
+
+/// Run `f` with the host's mapping, the state directory locked.
+fn write<T>(f: impl FnOnce(&'static Limits) -> Res<T>) -> Res<T> {
+    let lim = host()?;
+    let _lock = crate::statedir::lock_dir(&crate::statedir::path())?;
+    f(lim)
+}
+
+/// Row of `worker` on `uuid`, both named if new (inside [`write`]); a new
+/// worker's row starts with the worker's freeze.
+fn host_row(lim: &'static Limits, worker: &str, uuid: &str) -> Res<&'static Row> {
+    let w = claim(lim, &lim.workers, |k| &k.key, worker)?;
+    let d = claim(lim, &lim.devices, |k| k, uuid)?;
+    let row = &lim.rows[w][d];
+    row.frozen
+        .store((lim.workers[w].freeze.load(Acquire) != 0).into(), Release);
+    Ok(row)
+}
+
+/// Set a one-time limit word of `worker` on `uuid`.
+pub(super) fn set_limit(
+    worker: &str,
+    uuid: &str,
+    value: u64,
+    what: &str,
+    word: fn(&Row) -> &AtomicU64,
+) -> Res<()> {
+    write(|lim| {
+        let row = host_row(lim, worker, uuid)?;
+        reports::set_once(word(row), value, what, worker, uuid)
+    })
+}
+
+/// Set or clear an AutoFreeze word of `worker` on `uuid`.
+pub(super) fn set_auto(
+    worker: &str,
+    uuid: &str,
+    frozen: bool,
+    word: fn(&Row) -> &AtomicU64,
+) -> Res<()> {
+    write(|lim| {
+        if !frozen && find_ready(&lim.devices, |k| k, uuid).is_none() {
+            return Ok(()); // nothing frozen there
+        }
+        word(host_row(lim, worker, uuid)?).store(frozen.into(), Release);
+        Ok(())
+    })
+}
+
+/// Freeze (`Some(now)`) or resume (`None`) `worker`: its freeze word and
+/// every one of its rows; returns the worker's entry.
+pub(super) fn set_frozen(worker: &str, now_ms: u64) -> Res<&'static LimitWorker> {
+    write(|lim| {
+        let w = claim(lim, &lim.workers, |k| &k.key, worker)?;
+        let wk = &lim.workers[w];
+        let _ = wk.freeze.compare_exchange(0, now_ms + 1, AcqRel, Acquire);
+        for row in &lim.rows[w] {
+            row.frozen.store(1, Release);
+        }
+        // Clients that found no row for a device look again (`row_of`).
+        lim.header.generation.fetch_add(1, AcqRel);
+        Ok(wk)
+    })
+}
+
+/// Resume `worker` if the host ever named it; None: it never did.
+pub(super) fn set_running(worker: &str, now_ms: u64) -> Res<Option<&'static LimitWorker>> {
+    write(|lim| {
+        let Some(w) = find_ready(&lim.workers, |k| &k.key, worker) else {
+            return Ok(None);
+        };
+        let wk = &lim.workers[w];
+        let since = wk.freeze.swap(0, AcqRel);
+        if since != 0 {
+            wk.frozen_ms
+                .fetch_add(now_ms.saturating_sub(since - 1), AcqRel);
+        }
+        for row in &lim.rows[w] {
+            row.frozen.store(0, Release);
+        }
+        lim.header.generation.fetch_add(1, AcqRel);
+        Ok(Some(wk))
+    })
+}
+
+/// The host's entry of `worker`, if named.
+pub(super) fn host_worker(worker: &str) -> Res<Option<&'static LimitWorker>> {
+    let lim = host()?;
+    Ok(find_ready(&lim.workers, |k| &k.key, worker).map(|w| &lim.workers[w]))
+}
+
+/// Every (worker, device, row) the host named, for the list of limits.
+pub(super) fn each_row(mut f: impl FnMut(String, String, &Row)) -> Res<()> {
+    let lim = host()?;
+    let devices: Vec<(usize, String)> = lim
+        .devices
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.state.load(Acquire) == KEY_READY)
+        .map(|(d, k)| (d, key_name(k)))
+        .collect();
+    for (w, wk) in lim.workers.iter().enumerate() {
+        if wk.key.state.load(Acquire) != KEY_READY {
+            continue;
+        }
+        for (d, uuid) in &devices {
+            f(key_name(&wk.key), uuid.clone(), &lim.rows[w][*d]);
+        }
+    }
+    Ok(())
+}
+
+/// The memory limit of `worker` on `uuid` (0 = none), read by a client.
+pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
+    let lim = client()?;
+    Ok(
+        match (
+            find_ready(&lim.workers, |k| &k.key, worker),
+            find_ready(&lim.devices, |k| k, uuid),
+        ) {
+            (Some(w), Some(d)) => lim.rows[w][d].mem_limit.load(Acquire),
+            _ => 0,
+        },
+    )
+}
