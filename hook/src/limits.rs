@@ -85,20 +85,23 @@ fn failed(e: &Error) -> Verdict {
     policy()
 }
 
-/// Whether the shared state may be used: it has not failed, and its file
-/// exists (checked once; the hook never creates it).
+/// Whether the shared state may be used: it has not failed, and its files
+/// (the books and the host's limits) exist (checked once; the hook never
+/// creates them).
 #[inline]
 fn usable() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     let present = *PRESENT.get_or_init(|| {
-        let file = statedir::path().join(shm::FILE_NAME);
-        file.is_file() || {
-            failed(&Error::NotFound(format!(
-                "limiter state file {} does not exist",
-                file.display()
-            )));
-            false
-        }
+        [shm::FILE_NAME, shm::LIMITS_FILE_NAME].iter().all(|name| {
+            let file = statedir::path().join(name);
+            file.is_file() || {
+                failed(&Error::NotFound(format!(
+                    "limiter state file {} does not exist",
+                    file.display()
+                )));
+                false
+            }
+        })
     });
     present && !BROKEN.load(Relaxed)
 }

@@ -22,7 +22,8 @@
 use super::*;
 use std::sync::atomic::fence;
 
-/// Entries limiter clients may name (the others are the host's).
+/// Entries limiter clients may name at once (layout 3 kept the other 16
+/// for the host, whose limits now name devices in `limits.rs`).
 pub const CLIENT_ENTRIES: usize = 48;
 
 /// The READY entry named `uuid`, if any (no lock).

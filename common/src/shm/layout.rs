@@ -9,6 +9,9 @@
 //! | workers | 1,024 × 128 B | worker ids; slot 0 is the anonymous pool |
 //! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT) |
 //! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
+//!
+//! Limits and freeze state are not here (every client writes this file):
+//! they are in the host-owned limits file (`limits.rs`).
 
 use super::*;
 

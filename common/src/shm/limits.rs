@@ -30,7 +30,7 @@ use super::file::Kind;
 use super::*;
 use std::sync::atomic::{AtomicPtr, AtomicU32};
 
-pub(super) const LIMITS_NAME: &str = "limits.shm";
+pub const LIMITS_NAME: &str = "limits.shm";
 const LIMITS_MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMS\0");
 const LIMITS_VERSION: u64 = 1;
 
@@ -257,8 +257,13 @@ fn claim<T>(lim: &Limits, table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> 
     Ok(i)
 }
 
-/// Run `f` with the host's mapping, the state directory locked.
+/// Run `f` with the host's mapping, the state directory locked. The books
+/// are created too if they never existed (opened, checked and closed:
+/// never mapped), so that both files a container mounts exist once the
+/// host set its first limit; a books file the host cannot use is its
+/// clients' concern, not a reason to refuse a limit.
 fn write<T>(f: impl FnOnce(&'static Limits) -> Res<T>) -> Res<T> {
+    let _ = file::open_kind(&file::BOOKS);
     let lim = host()?;
     let _lock = crate::statedir::lock_dir(&crate::statedir::path())?;
     f(lim)

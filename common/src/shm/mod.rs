@@ -1,10 +1,14 @@
 //! The limiter's node-wide shared state and its lock-free algorithms.
 //!
-//! Every process on the node maps one file, `$ACCELERATOR_STATE_DIR/limiter.shm`,
-//! and coordinates through atomics in it alone: there is no mutex a process
-//! can die holding. `liblimiter.so` calls the check functions on every
-//! allocation and kernel launch; `libaccelerator.so` writes hard limits here
-//! and reads usage back for its per-process utilization functions.
+//! Every limiter client on the node maps the books,
+//! `$ACCELERATOR_STATE_DIR/limiter.shm`, and coordinates through atomics in
+//! it alone: there is no mutex a process can die holding. `liblimiter.so`
+//! calls the check functions on every allocation and kernel launch. Hard
+//! limits and freeze state live apart, in `limits.shm`, which only the host
+//! side writes and clients map read-only (`limits`); the host side never
+//! maps the books: it reads usage back for its per-process utilization
+//! functions from a `pread` copy (`snapshot`), so nothing a client does to
+//! the books can kill a host program.
 //!
 //! Entry points for an in-process caller (the preload hook), all taking
 //! the calling process's own pid (`getpid()`; its worker is its
@@ -62,6 +66,7 @@ pub use compute::{check_compute, check_compute_on, ComputeOutcome};
 pub use devices::CLIENT_ENTRIES;
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
+pub use limits::LIMITS_NAME as LIMITS_FILE_NAME;
 pub use memory::{check_memory, check_memory_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
