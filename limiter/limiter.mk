@@ -6,7 +6,7 @@
 # Its C tests join `make test` through TEST_RUN_EXTRA and VALGRIND_EXTRA.
 
 LIMITER_SO    := $(BUILD)/liblimiter.so
-LIMITER_TESTS := test_limiter test_limiter_kill
+LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults
 LIMITER_BIN   := $(BUILD)/c-tests/limiter
 
 .PHONY: limiter bench limiter-test limiter-valgrind
@@ -32,6 +32,8 @@ limiter-test: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN
 	c-tests/check_exports.sh $(LIMITER_SO) c-tests/limiter.exports
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_kill $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_ns $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_state_faults $(LIMITER_SO) $(BUILD)/libaccelerator.so
 
 limiter-valgrind: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN)/,$(LIMITER_TESTS))
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 \

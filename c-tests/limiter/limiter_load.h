@@ -29,6 +29,9 @@ typedef struct {
   __typeof__(&setMemHardLimit) setMemLower;
   __typeof__(&GetProcessMemoryUtilization) procMem;
   __typeof__(&acceleratorGetLastError) accLastError;
+  __typeof__(&AssignPartition) assign;
+  __typeof__(&RemovePartition) removePartition;
+  __typeof__(&GetProcessComputeUtilization) procCompute;
 } limiter_api;
 
 static limiter_api L;
@@ -71,6 +74,9 @@ static void limiter_load(const char *limiter, const char *accelerator) {
     LOAD(L.acc, setMemLower, "setMemHardLimit");
     LOAD(L.acc, procMem, "GetProcessMemoryUtilization");
     LOAD(L.acc, accLastError, "acceleratorGetLastError");
+    LOAD(L.acc, assign, "AssignPartition");
+    LOAD(L.acc, removePartition, "RemovePartition");
+    LOAD(L.acc, procCompute, "GetProcessComputeUtilization");
   }
 }
 

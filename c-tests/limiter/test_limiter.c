@@ -70,7 +70,7 @@ static int first_call_in(const char *dir, const char *why, int group) {
 }
 
 /* The state file's layout version (common/src/shm/mod.rs, VERSION). */
-#define LAYOUT_VERSION 2
+#define LAYOUT_VERSION 3
 
 static void test_state_file(void) {
   char base[] = "/tmp/limiter-test.XXXXXX";

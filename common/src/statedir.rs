@@ -139,20 +139,78 @@ pub fn open(path: &Path, create: Create) -> Res<Option<File>> {
     Ok(Some(file))
 }
 
-/// Take an exclusive `flock` on an open file; released when the file is
-/// closed, including when the process dies, so no dead process can hold it.
-pub fn lock_exclusive(file: &File, path: &Path) -> Res<()> {
+/// An exclusive `flock` on the state directory itself, held until dropped.
+///
+/// The directory is what is locked because it cannot be swapped underneath
+/// the writers the way a lock file can be deleted or replaced (which let
+/// two writers in at once). Each lock opens the directory anew, so threads
+/// of one process exclude each other too. `flock` belongs to the open file
+/// description, which a forked child shares: a fork handler closes the
+/// child's copies of held locks' descriptors (the parent's unlock then
+/// frees the lock for both), so a child never holds its parent's lock.
+pub struct DirLock {
+    file: File,
+    slot: usize,
+}
+
+/// Descriptors of the directory locks this process holds (-1: free slot).
+static HELD: [std::sync::atomic::AtomicI32; 64] =
+    [const { std::sync::atomic::AtomicI32::new(-1) }; 64];
+
+extern "C" fn close_held_in_child() {
+    for h in &HELD {
+        let fd = h.swap(-1, std::sync::atomic::Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: the child's copy of a descriptor only a lock owned.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Lock the state directory `dir` exclusively, waiting for other writers.
+pub fn lock_dir(dir: &Path) -> Res<DirLock> {
     use std::os::fd::AsRawFd;
+    use std::sync::atomic::Ordering::*;
+    // Not a `Once`: a fork while it ran would leave the child blocked on it.
+    static AT_FORK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !AT_FORK.swap(true, AcqRel) {
+        // SAFETY: registers a plain function as the child's fork handler.
+        unsafe { libc::pthread_atfork(None, None, Some(close_held_in_child)) };
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| Error::io("cannot open state directory", dir, e))?;
+    let fd = file.as_raw_fd();
+    // Registered before locking: a fork from here on closes the child's copy.
+    let slot = HELD
+        .iter()
+        .position(|h| h.compare_exchange(-1, fd, AcqRel, Relaxed).is_ok())
+        .ok_or_else(|| {
+            Error::ResourceExhausted("64 state directory locks held by this process".into())
+        })?;
+    let lock = DirLock { file, slot };
     loop {
-        // SAFETY: the fd is valid for the lifetime of `file`.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc == 0 {
-            return Ok(());
+        // SAFETY: the fd is valid for the lifetime of `lock.file`.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
+            return Ok(lock);
         }
         let err = std::io::Error::last_os_error();
         if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(Error::io("cannot lock", path, err));
+            return Err(Error::io("cannot lock", dir, err));
         }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // Unlock first: a child forked before this point holds a copy of
+        // the descriptor, and the lock is the open file description's.
+        // SAFETY: the fd is valid while `self.file` lives.
+        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
+        HELD[self.slot].store(-1, std::sync::atomic::Ordering::Release);
     }
 }
 

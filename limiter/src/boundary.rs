@@ -352,10 +352,29 @@ unsafe fn word_at(a: usize) -> u64 {
     w
 }
 
-/// deviceUUID texts → device slot. Device slots are never released or
-/// renamed and the mapping never changes within a process (fork included),
-/// so a slot stays right for the life of the process.
+/// deviceUUID texts → device slot. A slot stays its device's while the
+/// process that resolved it lives (`shm::device_slot_for`); a forked child
+/// is another process, so the child starts with this memory empty.
 static DEVICES: Seen<64, 64> = Seen::new();
+
+/// In the child after `fork()`: forget the parent's device slots (only
+/// this thread exists there, so no reader is inside an entry).
+extern "C" fn forget_devices_in_child() {
+    for e in &DEVICES.entries {
+        e.state.store(EMPTY, Relaxed);
+    }
+    DEVICES.hint.store(0, Relaxed);
+}
+
+/// Install the fork handler, once (a flag, not a `Once`: a fork while a
+/// `Once` runs leaves the child waiting on it forever).
+fn forget_devices_after_fork() {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !DONE.swap(true, AcqRel) {
+        // SAFETY: registers a plain function as the child's fork handler.
+        unsafe { libc::pthread_atfork(None, None, Some(forget_devices_in_child)) };
+    }
+}
 
 /// processId texts → pid (a pure function of the text, so it stays right
 /// across fork; the process slot is revalidated by shm on every call).
@@ -423,6 +442,7 @@ impl DeviceArg<'_> {
             DeviceArg::Known(d, _) => Ok(d),
             DeviceArg::New(uuid) => {
                 let d = find(uuid)?;
+                forget_devices_after_fork();
                 DEVICES.remember(uuid, d as u64);
                 Ok(d)
             }

@@ -86,7 +86,7 @@ pub unsafe extern "C" fn CheckAndRecordMemoryOps(
         let pid = process_id(processId)?;
         let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
-        let d = uuid.resolve(shm::device_slot)?;
+        let d = uuid.resolve(|u| shm::device_slot_for(pid, u))?;
         let o = shm::check_memory_on(pid, d, bytesDiff)?;
         write_device(&mut record.deviceUUID, &uuid);
         record.bytesDiff = bytesDiff;
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn CheckAndRecordComputeOps(
         let pid = process_id(processId)?;
         let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
-        let d = uuid.resolve(shm::device_slot)?;
+        let d = uuid.resolve(|u| shm::device_slot_for(pid, u))?;
         let o = shm::check_compute_on(pid, d, computeTokens)?;
         write_device(&mut record.deviceUUID, &uuid);
         record.computeTokens = computeTokens;

@@ -13,6 +13,40 @@ fn store() -> Store {
     Store::new("stub-state", MAGIC)
 }
 
+/// The records, checked beyond what the store checks (its checksum catches
+/// edits; this catches a consistent file the simulator cannot have written).
+fn read() -> Res<Vec<Vec<String>>> {
+    let records = store().read()?;
+    check(&records)?;
+    Ok(records)
+}
+
+/// Read, check, change and write back (see `Store::update`).
+fn update<T>(f: impl FnOnce(&mut Vec<Vec<String>>) -> Res<T>) -> Res<T> {
+    store().update(|records| {
+        check(records)?;
+        f(records)
+    })
+}
+
+/// Every partition of a known template; a seq record when there are
+/// partitions (without it the next UUID could be one of theirs).
+fn check(records: &[Vec<String>]) -> Res<()> {
+    let mut partitions = 0;
+    for r in records.iter().filter(|r| r[0] == "partition") {
+        parse_partition(r)?;
+        partitions += 1;
+    }
+    if partitions > 0 && !records.iter().any(|r| r[0] == "seq") {
+        return Err(Error::OperationFailed(format!(
+            "stub state file {} has partitions but no seq record; \
+             it is left as it is for inspection: move it aside to start afresh",
+            store().path().display()
+        )));
+    }
+    Ok(())
+}
+
 pub struct PartitionRec {
     pub device_uuid: String,
     pub template_id: String,
@@ -32,8 +66,17 @@ fn bad(record: &[String]) -> Error {
     ))
 }
 
+/// A partition record; one of a template the simulator does not have is
+/// refused (counting it as 0 slices would overcommit the device).
 fn parse_partition(r: &[String]) -> Res<PartitionRec> {
     match r {
+        [_, _, tpl, _] if super::model::template(tpl).is_none() => {
+            Err(Error::OperationFailed(format!(
+                "stub state file {} holds a partition of unknown template {tpl:?}; \
+                 it is left as it is for inspection: move it aside to start afresh",
+                store().path().display()
+            )))
+        }
         [_, dev, tpl, uuid] => Ok(PartitionRec {
             device_uuid: dev.clone(),
             template_id: tpl.clone(),
@@ -64,8 +107,7 @@ fn is_live(pid: i32, start: u64) -> bool {
 }
 
 pub fn partitions() -> Res<Vec<PartitionRec>> {
-    store()
-        .read()?
+    read()?
         .iter()
         .filter(|r| r[0] == "partition")
         .map(|r| parse_partition(r))
@@ -76,7 +118,7 @@ pub fn partitions() -> Res<Vec<PartitionRec>> {
 /// the next update).
 pub fn processes() -> Res<Vec<Process>> {
     let mut out = Vec::new();
-    for r in store().read()?.iter().filter(|r| r[0] == "process") {
+    for r in read()?.iter().filter(|r| r[0] == "process") {
         let (p, start) = parse_process(r)?;
         if is_live(p.pid, start) {
             out.push(p);
@@ -87,7 +129,7 @@ pub fn processes() -> Res<Vec<Process>> {
 
 /// Charge a partition against the device's slice budget.
 pub fn add_partition(device_uuid: &str, t: &Template, slices: u32) -> Res<String> {
-    store().update(|records| {
+    update(|records| {
         let mut used = 0;
         for r in records.iter().filter(|r| r[0] == "partition") {
             let p = parse_partition(r)?;
@@ -125,6 +167,7 @@ fn next_seq(records: &mut Vec<Vec<String>>) -> Res<u64> {
                 .ok_or_else(|| bad(&records[i]))?
                 + 1
         }
+        // (`check` refused partitions without one.)
         None => 1,
     };
     let rec = vec!["seq".to_string(), seq.to_string()];
@@ -138,7 +181,7 @@ fn next_seq(records: &mut Vec<Vec<String>>) -> Res<u64> {
 /// Remove the newest partition of a template on a device, or the one whose
 /// UUID is `id`.
 pub fn remove_partition(device_uuid: &str, id: &str) -> Res<()> {
-    store().update(|records| {
+    update(|records| {
         let mut found = None;
         for (i, r) in records
             .iter()
@@ -161,7 +204,7 @@ pub fn remove_partition(device_uuid: &str, id: &str) -> Res<()> {
 /// Checkpoint (or restore) the device state of `pids`: all or none. A
 /// process must be running to be snapshotted and snapshotted to be resumed.
 pub fn set_snapshotted(pids: &[i32], device_uuid: &str, snapshotted: bool) -> Res<()> {
-    store().update(|records| {
+    update(|records| {
         // Drop records of processes that have exited.
         let mut kept = Vec::with_capacity(records.len());
         for r in records.drain(..) {

@@ -25,7 +25,6 @@
 
 use super::map;
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicU8, Ordering::*};
-use std::sync::Once;
 
 const STRIPES: usize = 256;
 
@@ -39,7 +38,9 @@ static MODE: AtomicU8 = AtomicU8::new(LOCKED);
 static OWNER: AtomicU64 = AtomicU64::new(0);
 /// The owner is inside an operation.
 static BUSY: AtomicBool = AtomicBool::new(false);
-static INIT: Once = Once::new();
+/// `init` ran (under `owner::OPEN`; no `Once`, which a fork while it runs
+/// would leave blocking the child forever).
+static INIT: AtomicBool = AtomicBool::new(false);
 
 fn start_mode() -> u8 {
     if map::membarrier_register() {
@@ -58,13 +59,14 @@ extern "C" fn reset_in_child() {
     MODE.store(start_mode(), Relaxed);
 }
 
-/// Decide the mode and install the fork handler; called once when the
-/// mapping is opened, before any `enter` (which needs the mapping).
+/// Decide the mode and install the fork handler; called with `owner::OPEN`
+/// held when the mapping is opened, before any `enter` (which needs the
+/// mapping).
 pub(super) fn init() {
-    INIT.call_once(|| {
+    if !INIT.swap(true, AcqRel) {
         MODE.store(start_mode(), Release);
         map::at_fork_child(reset_in_child);
-    });
+    }
 }
 
 /// Proof that this thread may act for (slot, device) until dropped: the
@@ -139,4 +141,48 @@ fn revoke() {
         std::thread::yield_now();
     }
     MODE.store(LOCKED, Release);
+}
+
+/// A process-local lock that a `fork()` cannot leave held in the child:
+/// the lock word is the holder's pid, so a child (another pid) finds it
+/// held by a process that is not itself, whose thread does not exist there,
+/// and takes it over. (The fork handler also frees it, but may not be
+/// installed yet when the first open races a fork.) It guards short cold
+/// sections (opening, registering, reclaiming, claiming a name), so
+/// waiting is a yield loop.
+pub(super) struct ForkLock(AtomicU64);
+
+pub(super) struct ForkGuard<'a>(&'a AtomicU64);
+
+impl Drop for ForkGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Release);
+    }
+}
+
+impl ForkLock {
+    pub(super) const fn new() -> ForkLock {
+        ForkLock(AtomicU64::new(0))
+    }
+
+    pub(super) fn lock(&self) -> ForkGuard<'_> {
+        let me = u64::from(std::process::id());
+        let mut held = 0;
+        while let Err(h) = self.0.compare_exchange_weak(held, me, Acquire, Relaxed) {
+            held = if h == me {
+                // Another thread of this process: wait for it.
+                std::thread::yield_now();
+                0
+            } else {
+                // Free (0), or held by the process this one was forked from.
+                h
+            };
+        }
+        ForkGuard(&self.0)
+    }
+
+    /// In the child after `fork()` only: no other thread exists there.
+    pub(super) fn reset(&self) {
+        self.0.store(0, Relaxed);
+    }
 }

@@ -13,6 +13,29 @@ use crate::{Error, Res};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
+/// The published mapping (null until the first open). An atomic pointer
+/// rather than a `OnceLock`: a `fork()` while another thread is inside a
+/// `Once` leaves the child waiting on it forever.
+static PUBLISHED: std::sync::atomic::AtomicPtr<Layout> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// The mapping, once [`publish`]ed.
+#[inline(always)]
+pub(super) fn published() -> Option<&'static Layout> {
+    let p = PUBLISHED.load(std::sync::atomic::Ordering::Acquire);
+    // SAFETY: only `publish` stores here, a pointer from `map`: valid for
+    // 'static (never unmapped), see the module comment.
+    unsafe { p.as_ref() }
+}
+
+/// Make `l` (from [`map`]) the mapping every later call uses.
+pub(super) fn publish(l: &'static Layout) {
+    PUBLISHED.store(
+        (l as *const Layout).cast_mut(),
+        std::sync::atomic::Ordering::Release,
+    );
+}
+
 /// Map `len` bytes of `file` shared and read-write as the limiter layout.
 /// The caller has checked the file's header and size.
 pub(super) fn map(file: &File, len: usize) -> Res<&'static Layout> {
@@ -127,4 +150,38 @@ pub(super) fn thread_id() -> u64 {
         // SAFETY: pthread_self has no preconditions and cannot fail.
         unsafe { libc::pthread_self() as u64 }
     }
+}
+
+/// Take (`lock`) or release an open-file-description lock on byte `off` of
+/// the file `fd` refers to, without waiting. Ok(false): another open file
+/// description holds it. OFD locks belong to the open file description, so
+/// the kernel drops them when the last descriptor of it is closed, a
+/// process's death included, and a process of any pid namespace sees them.
+pub(super) fn ofd_lock(fd: i32, off: u64, lock: bool) -> std::io::Result<bool> {
+    // SAFETY: flock is plain data; zeroed is a valid value (l_pid must be 0
+    // for OFD locks).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = if lock { libc::F_WRLCK } else { libc::F_UNLCK } as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = off as libc::off_t;
+    fl.l_len = 1;
+    loop {
+        // SAFETY: F_OFD_SETLK reads the flock we own; a bad fd is EBADF.
+        if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &fl) } == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN | libc::EACCES) => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Close a descriptor this module's caller owns (async-signal-safe: used
+/// in the fork handler).
+pub(super) fn close(fd: i32) {
+    // SAFETY: the caller owns `fd` and forgets it.
+    unsafe { libc::close(fd) };
 }

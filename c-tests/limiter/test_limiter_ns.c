@@ -1,0 +1,256 @@
+/* Containers: limiter clients in their own pid namespaces.
+ *
+ * Each client runs as `unshare --pid --fork --mount-proc` (so it is pid 1 of
+ * its own namespace, with its own /proc, like a container's first process)
+ * and takes commands from this program over pipes. Cases:
+ * - same pid in two namespaces, same worker: the books are kept apart and
+ *   the worker's limit holds across both (issue 15: 12 MB were granted
+ *   against 10 MB, and the final frees failed);
+ * - a host-side report while both live reclaims nothing and names each
+ *   client by its host pid;
+ * - SIGKILL of one: its bytes are reclaimed, the other's are untouched;
+ * - same pid, different workers: each worker's books are its own.
+ * Needs root (unshare); CI runs as root. Not having it is a failure.
+ *
+ * Usage: test_limiter_ns build/liblimiter.so build/libaccelerator.so */
+#include "accelerator.h"
+#include "limiter.h"
+#include "../test_util.h"
+#include "limiter_load.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DEV "stub-device-0"
+
+/* ---- the client (inside its namespace) ---------------------------------- */
+
+/* Commands, one a line: "mem <delta>" → "<rc> <shouldBlock> <availableBytes>",
+ * "pid" → "<getpid()>", "quit". */
+static int client(const char *lib, int in, int out) {
+  limiter_load(lib, NULL);
+  FILE *cmd = fdopen(in, "r");
+  FILE *rep = fdopen(out, "w");
+  if (!cmd || !rep)
+    return 3;
+  char self[32], line[128];
+  snprintf(self, sizeof self, "%d", (int)getpid());
+  while (fgets(line, sizeof line, cmd)) {
+    long long delta;
+    if (sscanf(line, "mem %lld", &delta) == 1) {
+      MemoryOpRecord r;
+      memset(&r, 0, sizeof r);
+      int rc = L.mem(self, DEV, delta, &r);
+      fprintf(rep, "%d %d %llu %s\n", rc, (int)r.shouldBlock, (unsigned long long)r.availableBytes,
+              rc ? L.lastError() : "-");
+    } else if (strncmp(line, "pid", 3) == 0) {
+      fprintf(rep, "%d\n", (int)getpid());
+    } else {
+      break;
+    }
+    fflush(rep);
+  }
+  return 0;
+}
+
+/* ---- the host side ------------------------------------------------------- */
+
+typedef struct {
+  pid_t unshare_pid, host_pid;
+  FILE *cmd, *rep;
+} ns_client;
+
+static char self_exe[4096];
+static const char *lib_path;
+
+/* The host pid of the client: the child of the `unshare` process. */
+static pid_t child_of(pid_t parent) {
+  for (int tries = 0; tries < 500; tries++) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      char path[300], buf[4096];
+      snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
+      FILE *f = fopen(path, "r");
+      if (!f)
+        continue;
+      size_t n = fread(buf, 1, sizeof buf - 1, f);
+      fclose(f);
+      buf[n] = 0;
+      char *pp = strstr(buf, "\nPPid:");
+      if (pp && atoi(pp + 6) == parent) {
+        closedir(d);
+        return (pid_t)atoi(e->d_name);
+      }
+    }
+    if (d)
+      closedir(d);
+    usleep(10000);
+  }
+  return -1;
+}
+
+static ns_client start(const char *worker) {
+  ns_client c = {-1, -1, NULL, NULL};
+  int to[2], from[2];
+  if (pipe(to) || pipe(from))
+    return c;
+  pid_t pid = fork();
+  if (pid == 0) {
+    char in[16], out[16];
+    snprintf(in, sizeof in, "%d", to[0]);
+    snprintf(out, sizeof out, "%d", from[1]);
+    close(to[1]);
+    close(from[0]);
+    if (worker)
+      setenv("ACCELERATOR_WORKER_ID", worker, 1);
+    else
+      unsetenv("ACCELERATOR_WORKER_ID");
+    execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", self_exe, "client", lib_path,
+           in, out, (char *)NULL);
+    _exit(127);
+  }
+  close(to[0]);
+  close(from[1]);
+  c.unshare_pid = pid;
+  c.cmd = fdopen(to[1], "w");
+  c.rep = fdopen(from[0], "r");
+  c.host_pid = child_of(pid);
+  return c;
+}
+
+/* Send one command; the reply line in `out`. False when the client is gone. */
+static int ask(ns_client *c, const char *command, char *out, size_t n) {
+  fprintf(c->cmd, "%s\n", command);
+  fflush(c->cmd);
+  return fgets(out, (int)n, c->rep) != NULL;
+}
+
+/* A memory op in the client: 1 granted, 0 blocked, -1 error. */
+static int client_mem(ns_client *c, long long delta) {
+  char command[64], reply[512];
+  snprintf(command, sizeof command, "mem %lld", delta);
+  if (!ask(c, command, reply, sizeof reply))
+    return -1;
+  int rc = -1, block = 0;
+  sscanf(reply, "%d %d", &rc, &block);
+  if (rc != 0) {
+    fprintf(stderr, "(client reply to mem %lld: %s)", delta, reply);
+    return -1;
+  }
+  return block ? 0 : 1;
+}
+
+static void stop(ns_client *c) {
+  if (c->cmd) {
+    fprintf(c->cmd, "quit\n");
+    fclose(c->cmd);
+  }
+  if (c->rep)
+    fclose(c->rep);
+  int st;
+  while (waitpid(c->unshare_pid, &st, 0) < 0 && errno == EINTR)
+    ;
+}
+
+static uint64_t used(const char *worker) {
+  uint64_t u = 0, lim = 0;
+  if (L.usage(worker, DEV, &u, &lim) != RESULT_SUCCESS)
+    return UINT64_MAX;
+  return u;
+}
+
+/* The bytes GetProcessMemoryUtilization reports for `pid` on DEV (-1: absent). */
+static long long reported(pid_t pid) {
+  MemoryUtilization mu[512];
+  size_t n = 0;
+  if (L.procMem(mu, 512, &n) != RESULT_SUCCESS)
+    return -2;
+  char id[32];
+  snprintf(id, sizeof id, "%d", (int)pid);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(mu[i].processId, id) == 0 && strcmp(mu[i].deviceUUID, DEV) == 0)
+      return (long long)mu[i].usedBytes;
+  return -1;
+}
+
+static void same_pid_same_worker(void) {
+  EXPECT_RC_WITH(L.accLastError, L.setMem("ns-w", DEV, 10000000), RESULT_SUCCESS);
+  ns_client a = start("ns-w"), b = start("ns-w");
+  CHECK(a.host_pid > 0 && b.host_pid > 0, "clients started");
+  char pa[32] = "", pb[32] = "";
+  ask(&a, "pid", pa, sizeof pa);
+  ask(&b, "pid", pb, sizeof pb);
+  CHECK(atoi(pa) == 1 && atoi(pb) == 1, "both clients are pid 1 of their namespace (%d, %d)", atoi(pa),
+        atoi(pb));
+  CHECK(client_mem(&a, 6000000) == 1, "A's 6 MB granted");
+  CHECK(client_mem(&b, 6000000) == 0, "B's 6 MB blocked: 12 MB would pass the 10 MB limit");
+  CHECK(used("ns-w") == 6000000, "usage 6 MB (%llu)", (unsigned long long)used("ns-w"));
+  CHECK(client_mem(&b, 4000000) == 1, "B's 4 MB granted");
+  CHECK(used("ns-w") == 10000000, "usage 10 MB");
+
+  /* The host's report reclaims nobody and names host pids. */
+  CHECK(reported(a.host_pid) == 6000000, "host report: A (host pid %d) holds 6 MB (%lld)", (int)a.host_pid,
+        reported(a.host_pid));
+  CHECK(reported(b.host_pid) == 4000000, "host report: B (host pid %d) holds 4 MB", (int)b.host_pid);
+  CHECK(used("ns-w") == 10000000, "usage still 10 MB after the host's report");
+
+  CHECK(client_mem(&a, -6000000) == 1, "A frees its 6 MB");
+  CHECK(client_mem(&b, -4000000) == 1, "B frees its 4 MB");
+  CHECK(client_mem(&b, -1) == -1, "B cannot free what it does not hold");
+  CHECK(used("ns-w") == 0, "usage back to 0");
+
+  /* SIGKILL of one: its bytes go, the other's stay. */
+  CHECK(client_mem(&a, 6000000) == 1, "A takes 6 MB again");
+  CHECK(client_mem(&b, 3000000) == 1, "B takes 3 MB");
+  kill(a.host_pid, SIGKILL);
+  stop(&a);
+  CHECK(client_mem(&b, 6000000) == 1, "B's 6 MB granted once A's bytes are reclaimed");
+  CHECK(used("ns-w") == 9000000, "usage 9 MB: B's alone (%llu)", (unsigned long long)used("ns-w"));
+  CHECK(reported(a.host_pid) == -1, "A is gone from the report");
+  CHECK(reported(b.host_pid) == 9000000, "B holds 9 MB in the report");
+  CHECK(client_mem(&b, -9000000) == 1, "B frees everything");
+  stop(&b);
+}
+
+static void same_pid_two_workers(void) {
+  EXPECT_RC_WITH(L.accLastError, L.setMem("ns-w1", DEV, 5000000), RESULT_SUCCESS);
+  EXPECT_RC_WITH(L.accLastError, L.setMem("ns-w2", DEV, 5000000), RESULT_SUCCESS);
+  ns_client a = start("ns-w1"), b = start("ns-w2");
+  CHECK(client_mem(&a, 4000000) == 1, "worker 1's 4 MB granted");
+  CHECK(client_mem(&b, 4000000) == 1, "worker 2's 4 MB granted");
+  CHECK(client_mem(&a, 2000000) == 0, "worker 1 stays under its own limit");
+  CHECK(used("ns-w1") == 4000000 && used("ns-w2") == 4000000, "each worker's books hold its own 4 MB");
+  kill(b.host_pid, SIGKILL);
+  stop(&b);
+  CHECK(reported(b.host_pid) == -1 && used("ns-w2") == 0, "worker 2's killed client reclaimed by the report");
+  CHECK(used("ns-w1") == 4000000, "worker 1 untouched");
+  CHECK(client_mem(&a, -4000000) == 1, "worker 1 frees its bytes");
+  stop(&a);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "client") == 0)
+    return client(argv[2], atoi(argv[3]), atoi(argv[4]));
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
+    return 2;
+  }
+  ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+  CHECK(n > 0, "readlink /proc/self/exe");
+  self_exe[n > 0 ? n : 0] = 0;
+  lib_path = argv[1];
+  signal(SIGPIPE, SIG_IGN);
+  int rc = system("unshare --pid --fork --mount-proc true");
+  CHECK(rc == 0, "unshare --pid --fork --mount-proc works here (needs root; status %d)", rc);
+  if (rc != 0)
+    return test_summary();
+  limiter_load(argv[1], argv[2]);
+  same_pid_same_worker();
+  same_pid_two_workers();
+  limiter_unload();
+  return test_summary();
+}

@@ -1,0 +1,156 @@
+//! The file's layout (version [`VERSION`], fixed size, zero-initialised =
+//! empty) and the packing of its words.
+//!
+//! | part | size | content |
+//! |---|---|---|
+//! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size |
+//! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
+//! | devices | 64 × 128 B | device UUIDs, pinned flag (`devices.rs`) |
+//! | workers | 1,024 × 192 B | worker ids, frozen flag, accumulated freeze time; slot 0 is the anonymous pool |
+//! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, memory limit, memory auto-freeze, last sweep; line 2: token bucket (TAT), compute limit, compute auto-freeze |
+//! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
+
+use super::*;
+
+// ---- the layout -----------------------------------------------------------
+
+#[repr(C, align(4096))]
+pub(super) struct Header {
+    pub(super) magic: AtomicU64,
+    pub(super) version: AtomicU64,
+    pub(super) size: AtomicU64,
+}
+
+#[repr(C, align(4096))]
+pub(super) struct Scratch(pub(super) [AtomicU64; SCRATCH_SIZE / 8]);
+
+/// A slot named by a string (device UUID or worker id).
+#[repr(C, align(64))]
+pub(super) struct Key {
+    /// KEY_FREE, KEY_READY, or (pid << 2) | KEY_CLAIMING.
+    pub(super) state: AtomicU64,
+    pub(super) hash: AtomicU64,
+    pub(super) words: [AtomicU64; 8],
+    /// Devices: 1 = a host limit was set here (`devices.rs`).
+    pub(super) pinned: AtomicU64,
+}
+
+#[repr(C, align(64))]
+pub(super) struct Worker {
+    pub(super) key: Key,
+    /// 0 = running, else 1 + the ms (since boot) it was frozen.
+    pub(super) freeze: AtomicU64,
+    pub(super) frozen_ms: AtomicU64,
+}
+
+/// One worker on one device: the memory fields on the first cache line, the
+/// token bucket on the second, so memory and compute checks of different
+/// processes do not evict each other's line.
+#[repr(C, align(64))]
+pub(super) struct WorkerDevice {
+    /// used (43 bits) | NAMED_BIT | slot << 44 | seq8 << 56.
+    pub(super) usage: AtomicU64,
+    /// The last usage word whose op is known to be in its slot's `held`.
+    pub(super) settled: AtomicU64,
+    /// 0 = unlimited.
+    pub(super) mem_limit: AtomicU64,
+    /// AutoFreeze of "memory": 1 = frozen.
+    pub(super) mem_frozen: AtomicU64,
+    pub(super) last_sweep_ns: AtomicU64,
+    pub(super) bucket: Bucket,
+}
+
+#[repr(C, align(64))]
+pub(super) struct Bucket {
+    /// Theoretical arrival time, 1/16 ns since boot.
+    pub(super) tat: AtomicU64,
+    /// Percent, 0 = unlimited.
+    pub(super) limit: AtomicU64,
+    /// AutoFreeze of "compute": 1 = frozen.
+    pub(super) frozen: AtomicU64,
+}
+
+#[repr(C, align(64))]
+pub(super) struct Proc {
+    /// (pid << 2) | PROC_FREE/CLAIMING/LIVE/RECLAIMING.
+    pub(super) state: AtomicU64,
+    pub(super) start: AtomicU64,
+    pub(super) worker: AtomicU64,
+    /// Bit d: the process has used device d.
+    pub(super) devmask: AtomicU64,
+    /// The pid namespace the pid is of (`owner::pid_ns`).
+    pub(super) ns: AtomicU64,
+    /// 1: the process registered itself and holds the slot's lock byte;
+    /// 0: a proxy slot (`owner.rs`).
+    pub(super) owned: AtomicU64,
+    /// bytes (48 bits) | seq << 48.
+    pub(super) held: [AtomicU64; MAX_DEVICES],
+    /// delta (signed, 48 bits) | seq << 48.
+    pub(super) intent: [AtomicU64; MAX_DEVICES],
+    pub(super) tokens: [AtomicU64; MAX_DEVICES],
+}
+
+#[repr(C)]
+pub struct Layout {
+    pub(super) header: Header,
+    pub(super) scratch: Scratch,
+    pub(super) devices: [Key; MAX_DEVICES],
+    pub(super) workers: [Worker; MAX_WORKERS],
+    pub(super) wd: [[WorkerDevice; MAX_DEVICES]; MAX_WORKERS],
+    pub(super) procs: [Proc; MAX_PROCS],
+}
+
+/// Size of the state file.
+pub const SIZE: usize = std::mem::size_of::<Layout>();
+
+pub(super) const KEY_FREE: u64 = 0;
+pub(super) const KEY_CLAIMING: u64 = 1;
+pub(super) const KEY_READY: u64 = 2;
+/// Devices only: being retired (`devices.rs`).
+pub(super) const KEY_RETIRING: u64 = 3;
+
+pub(super) const PROC_FREE: u64 = 0;
+pub(super) const PROC_CLAIMING: u64 = 1;
+pub(super) const PROC_LIVE: u64 = 2;
+pub(super) const PROC_RECLAIMING: u64 = 3;
+
+/// The usage word names its last operation (slot, sequence).
+pub(super) const NAMED_BIT: u64 = 1 << 43;
+pub(super) const SLOT_SHIFT: u32 = 44;
+pub(super) const SEQ8_SHIFT: u32 = 56;
+pub(super) const LOW48: u64 = (1 << 48) - 1;
+
+pub(super) fn used_of(u: u64) -> u64 {
+    u & MAX_BYTES
+}
+pub(super) fn named(u: u64) -> bool {
+    u & NAMED_BIT != 0
+}
+pub(super) fn tag_slot(u: u64) -> usize {
+    ((u >> SLOT_SHIFT) & 0xfff) as usize
+}
+pub(super) fn tag_seq8(u: u64) -> u64 {
+    u >> SEQ8_SHIFT
+}
+pub(super) fn named_word(used: u64, slot: usize, seq: u64) -> u64 {
+    used | NAMED_BIT | (slot as u64) << SLOT_SHIFT | (seq & 0xff) << SEQ8_SHIFT
+}
+pub(super) fn pack48(low: u64, seq: u64) -> u64 {
+    (low & LOW48) | (seq & 0xffff) << 48
+}
+pub(super) fn low48(w: u64) -> u64 {
+    w & LOW48
+}
+pub(super) fn seq16(w: u64) -> u64 {
+    w >> 48
+}
+pub(super) fn delta_of(intent: u64) -> i64 {
+    // Sign-extend the low 48 bits.
+    ((intent << 16) as i64) >> 16
+}
+pub(super) fn proc_word(pid: i32, kind: u64) -> u64 {
+    (pid as u32 as u64) << 2 | kind
+}
+pub(super) fn word_pid(w: u64) -> i32 {
+    (w >> 2) as u32 as i32
+}

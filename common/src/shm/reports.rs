@@ -1,0 +1,272 @@
+//! Limits and reports, for libaccelerator and its vendors.
+
+use super::*;
+
+pub(super) fn set_once(
+    word: &AtomicU64,
+    value: u64,
+    what: &str,
+    worker: &str,
+    uuid: &str,
+) -> Res<()> {
+    match word.compare_exchange(0, value, AcqRel, Acquire) {
+        Ok(_) => Ok(()),
+        Err(v) if v == value => Ok(()),
+        Err(v) => Err(Error::OperationFailed(format!(
+            "{what} limit of worker {worker:?} on {uuid:?} is already {v} (hard limits are one-time)"
+        ))),
+    }
+}
+
+/// Set a worker's memory limit on a device (one-time; the same value again is fine).
+pub fn set_memory_limit(worker: &str, uuid: &str, bytes: u64) -> Res<()> {
+    check_memory_limit(bytes)?;
+    let l = shared()?;
+    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    devices::with_entry(l, uuid, devices::Origin::Host, |d| {
+        set_once(&l.wd[w][d].mem_limit, bytes, "memory", worker, uuid)
+    })
+}
+
+/// Set a worker's compute limit (percent, 1–100) on a device (one-time).
+pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
+    check_compute_limit(percent)?;
+    let l = shared()?;
+    let w = worker_index(l, worker, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    devices::with_entry(l, uuid, devices::Origin::Host, |d| {
+        set_once(
+            &l.wd[w][d].bucket.limit,
+            percent.into(),
+            "compute",
+            worker,
+            uuid,
+        )
+    })
+}
+
+/// `AccelSetMemHardLimit` (ABI v2, no worker argument): the limit of the
+/// calling process's worker (`ACCELERATOR_WORKER_ID`); without one, of the
+/// calling process alone, as a worker of its own (see [`caller_worker`]).
+/// One-time, like [`set_memory_limit`].
+pub fn set_memory_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
+    check_memory_limit(bytes)?;
+    set_memory_limit(&caller_worker()?, uuid, bytes)
+}
+
+/// `AccelSetComputeUnitHardLimit` (ABI v2): as [`set_memory_limit_for_caller`].
+pub fn set_compute_limit_for_caller(uuid: &str, percent: u32) -> Res<()> {
+    check_compute_limit(percent)?;
+    set_compute_limit(&caller_worker()?, uuid, percent)
+}
+
+/// The worker whose limits the calling process sets: its
+/// `ACCELERATOR_WORKER_ID`, or else a private worker named for the process
+/// (`process::private_worker`), which the process joins now. Its books move
+/// with it only while empty: a process that already recorded memory as part
+/// of the anonymous pool is refused (set the limit before allocating).
+fn caller_worker() -> Res<String> {
+    if let Some(v) = std::env::var_os(ENV_WORKER_ID).filter(|v| !v.is_empty()) {
+        return v.into_string().map_err(|_| {
+            Error::InvalidParam(format!("{ENV_WORKER_ID} of this process is not UTF-8"))
+        });
+    }
+    let l = shared()?;
+    let pid = my_pid();
+    let i = proc_slot(l, pid)?;
+    let p = &l.procs[i];
+    let name = private_worker(p.ns.load(Relaxed), pid, p.start.load(Relaxed));
+    let w = worker_index(l, &name, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
+    let _g = owner::PROCESS.lock();
+    if p.worker.load(Relaxed) as usize != w {
+        if p.held.iter().any(|h| low48(h.load(Acquire)) != 0) {
+            return Err(Error::OperationFailed(
+                "this process has recorded memory already; a process without \
+                 ACCELERATOR_WORKER_ID sets its own limits before it allocates"
+                    .into(),
+            ));
+        }
+        p.worker.store(w as u64, Release);
+    }
+    Ok(name)
+}
+
+fn check_memory_limit(bytes: u64) -> Res<()> {
+    if bytes == 0 || bytes > MAX_BYTES {
+        return Err(Error::InvalidParam(format!(
+            "memory limit {bytes} is outside 1..={MAX_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_compute_limit(percent: u32) -> Res<()> {
+    if !(1..=100).contains(&percent) {
+        return Err(Error::InvalidParam(format!(
+            "compute limit {percent}% is outside 1..=100"
+        )));
+    }
+    Ok(())
+}
+
+/// One worker's limits on one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitEntry {
+    pub worker: String,
+    pub device_uuid: String,
+    pub memory_bytes: Option<u64>,
+    pub compute_percent: Option<u32>,
+}
+
+pub(super) fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
+    l.devices
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.state.load(Acquire) == KEY_READY)
+        .map(|(d, k)| (d, key_name(k)))
+        .collect()
+}
+
+/// Every limit set on the node.
+pub fn limits() -> Res<Vec<LimitEntry>> {
+    let l = shared()?;
+    let devices = ready_devices(l);
+    let mut out = Vec::new();
+    for (w, wk) in l.workers.iter().enumerate().skip(1) {
+        if wk.key.state.load(Acquire) != KEY_READY {
+            continue;
+        }
+        for (d, uuid) in &devices {
+            let mem = l.wd[w][*d].mem_limit.load(Acquire);
+            let cu = l.wd[w][*d].bucket.limit.load(Acquire);
+            if mem != 0 || cu != 0 {
+                out.push(LimitEntry {
+                    worker: key_name(&wk.key),
+                    device_uuid: uuid.clone(),
+                    memory_bytes: (mem != 0).then_some(mem),
+                    compute_percent: (cu != 0).then_some(cu as u32),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the limiter recorded for one live process on one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessUsage {
+    /// The pid as the calling process sees it (a host pid, when the caller
+    /// is on the host and the process in a container).
+    pub pid: i32,
+    /// The pid in the process's own pid namespace, and that namespace (the
+    /// inode of its `/proc/<pid>/ns/pid`).
+    pub namespace_pid: i32,
+    pub pid_namespace: u64,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// The worker id; empty for a process without `ACCELERATOR_WORKER_ID`.
+    pub worker: String,
+    pub device_uuid: String,
+    /// Bytes the limiter recorded (allocations minus frees).
+    pub memory_bytes: u64,
+    /// Compute tokens granted so far (1 token = 1 ns of the whole device).
+    pub compute_tokens: u64,
+}
+
+/// Every live process the limiter knows that the caller can see, one entry
+/// per device it used, named by its pid in the caller's pid namespace.
+/// Dead processes are reclaimed first, so the bytes are those of live
+/// processes only. A process of a pid namespace the caller cannot see (a
+/// sibling container's, from inside a container) is left out: it has no
+/// pid here. The host sees every container's processes.
+pub fn processes() -> Res<Vec<ProcessUsage>> {
+    let l = shared()?;
+    sweep(l, None);
+    let devices = ready_devices(l);
+    let mut out = Vec::new();
+    let mut visible = Visible::default();
+    for p in &l.procs {
+        let st = p.state.load(Acquire);
+        if st & 3 != PROC_LIVE {
+            continue;
+        }
+        let (ns, start) = (p.ns.load(Relaxed), p.start.load(Relaxed));
+        let Some(pid) = visible.pid(ns, word_pid(st), start) else {
+            continue;
+        };
+        let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
+        let worker = if w == 0 {
+            String::new()
+        } else {
+            key_name(&l.workers[w].key)
+        };
+        let mask = p.devmask.load(Acquire);
+        for (d, uuid) in &devices {
+            if mask & 1 << d != 0 {
+                out.push(ProcessUsage {
+                    pid,
+                    namespace_pid: word_pid(st),
+                    pid_namespace: ns,
+                    start_time: start,
+                    worker: worker.clone(),
+                    device_uuid: uuid.clone(),
+                    memory_bytes: low48(p.held[*d].load(Acquire)),
+                    compute_tokens: p.tokens[*d].load(Relaxed),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Pids of other pid namespaces as the caller's namespace sees them, from
+/// `/proc/<pid>/status` (`NSpid`: the pid in each namespace from the
+/// caller's down to the process's own) and `/proc/<pid>/ns/pid`, read once
+/// per report and only if some process is of another namespace.
+#[derive(Default)]
+struct Visible {
+    /// (namespace, pid in it, start time) → pid here.
+    map: Option<std::collections::HashMap<(u64, i32, u64), i32>>,
+}
+
+impl Visible {
+    fn pid(&mut self, ns: u64, pid: i32, start: u64) -> Option<i32> {
+        if ns == owner::pid_ns() {
+            return Some(pid);
+        }
+        self.map
+            .get_or_insert_with(scan_proc)
+            .get(&(ns, pid, start))
+            .copied()
+    }
+}
+
+fn scan_proc() -> std::collections::HashMap<(u64, i32, u64), i32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut map = std::collections::HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return map;
+    };
+    for entry in dir.flatten() {
+        let Some(here) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let (Ok(ns), Ok(status)) = (
+            std::fs::metadata(format!("/proc/{here}/ns/pid")),
+            std::fs::read_to_string(format!("/proc/{here}/status")),
+        ) else {
+            continue;
+        };
+        let inner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|l| l.split_ascii_whitespace().last()?.parse::<i32>().ok());
+        if let (Some(inner), Some((_, start))) = (inner, proc_stat(here)) {
+            map.insert((ns.ino(), inner, start), here);
+        }
+    }
+    map
+}
