@@ -53,3 +53,9 @@ hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
 
 bench: hook-bench
 TEST_RUN_EXTRA += hook-test
+
+# ---- compute limits (issue 17): launches throttled, steered by measured utilization.
+# test_compute drives app_launch on the fake driver's simulated device timeline
+# (c-tests/fakes/timeline.h), measured by the fake NVML.
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/timeline.h
+$(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h
