@@ -12,7 +12,8 @@
 //! The holder, every [`PERIOD`], reads the device's per-process
 //! utilization from NVML (`nvmlDeviceGetProcessUtilization`: SM % per
 //! host pid since the last sample), sums it per worker (pids → workers from
-//! the limiter's process table) and moves each limited worker's gain:
+//! the limiter's process table, as this process's pid namespace sees them)
+//! and moves the gain of each limited worker it can see a process of:
 //!
 //! `gain ← gain × r^ALPHA`, `r = clamp(limit / measured, 1/2, 2)`
 //!
@@ -150,15 +151,19 @@ impl Sampler {
             let e = per_pid.entry(s.pid).or_default();
             *e = (e.0 + s.sm as f64, e.1 + 1.0);
         }
+        // Only workers with a process this sampler can name by the pid NVML
+        // reports are corrected: the others stay unmeasured (the policy
+        // applies) rather than read as idle and wound up.
         let mut per_worker: HashMap<String, f64> = HashMap::new();
         for (pid, worker) in limits::workers_on(uuid) {
-            if let Some((sum, n)) = per_pid.get(&pid) {
-                *per_worker.entry(worker).or_default() += sum / n;
-            }
+            let (sum, n) = per_pid.get(&pid).copied().unwrap_or((0.0, 1.0));
+            *per_worker.entry(worker).or_default() += sum / n;
         }
         for (worker, percent) in limits::compute_limits(uuid) {
+            let Some(&measured) = per_worker.get(&worker) else {
+                continue;
+            };
             if let Some((gain, idle)) = limits::gain(&worker, uuid) {
-                let measured = per_worker.get(&worker).copied().unwrap_or(0.0);
                 limits::set_gain(&worker, uuid, next_gain(gain, percent, measured, idle));
             }
         }
