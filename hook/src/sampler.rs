@@ -7,7 +7,7 @@
 //! - tries to take the device's lease (an OFD lock on a byte of the
 //!   limiter's state file, `shm::try_sampler_lease`). One process per device
 //!   on the node holds it; the kernel drops it when the holder dies, and
-//!   another process's thread takes it at its next tick (≤ 50 ms).
+//!   another process's thread takes it at its next tick (≤ 20 ms).
 //!
 //! The holder, every [`PERIOD`], reads the device's per-process
 //! utilization from NVML (`nvmlDeviceGetProcessUtilization`: SM % per
@@ -18,7 +18,10 @@
 //! `gain ← gain × r^ALPHA`, `r = clamp(limit / measured, 1/2, 2)`
 //!
 //! an integral controller in the logarithm of the rate (ALPHA = 0.5: half
-//! the log-error per step, at most ×1.41 or ÷1.41 per 100 ms). Within
+//! the log-error per step, at most ×1.41 or ÷1.41 per 100 ms; the whole
+//! ratio, at most ÷2, when the measurement is ≥ [`SATURATED`] %, which hides
+//! how far over the worker is). A sample period without any sample (nothing
+//! ran; NVML's first call) moves nothing. Within
 //! [`DEAD_BAND`] points of the limit nothing moves. A worker whose bucket is
 //! full (it did not use its tokens: not saturating) is never raised, so the
 //! gain does not wind up while it idles. The gain stays within 1/64…64.
@@ -38,12 +41,13 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::time::{Duration, Instant};
 
 pub const ENV_FAIL_CLOSED: &str = "ACCELERATOR_COMPUTE_FAIL_CLOSED";
-pub const TICK: Duration = Duration::from_millis(50);
+pub const TICK: Duration = Duration::from_millis(20);
 pub const PERIOD: Duration = Duration::from_millis(100);
 pub const STALE: Duration = Duration::from_millis(1000);
 pub const GRACE: Duration = Duration::from_millis(1000);
 pub const ALPHA: f64 = 0.5;
 pub const DEAD_BAND: f64 = 1.0;
+pub const SATURATED: f64 = 95.0;
 const ERROR_EVERY: Duration = Duration::from_secs(60);
 
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -81,7 +85,13 @@ pub fn next_gain(gain: u64, percent: u64, measured: f64, idle: bool) -> u64 {
     if idle {
         r = r.min(1.0);
     }
-    ((gain as f64 * r.powf(ALPHA)).round() as u64).clamp(GAIN_MIN, GAIN_MAX)
+    // A saturated device hides how far over the worker is: take the whole step down.
+    let alpha = if measured >= SATURATED && r < 1.0 {
+        1.0
+    } else {
+        ALPHA
+    };
+    ((gain as f64 * r.powf(alpha)).round() as u64).clamp(GAIN_MIN, GAIN_MAX)
 }
 
 struct Sampler {
@@ -145,6 +155,9 @@ impl Sampler {
         };
         let next = samples.iter().map(|s| s.ts).max().unwrap_or(since);
         self.last[slot] = (Some(Instant::now()), next);
+        // No sample at all (nothing ran, or the first call): no information;
+        // the workers are marked measured with their gains unchanged.
+        let informed = !samples.is_empty();
         // Per pid, the mean of its samples; per worker, the sum of its pids'.
         let mut per_pid: HashMap<u32, (f64, f64)> = HashMap::new();
         for s in &samples {
@@ -164,7 +177,12 @@ impl Sampler {
                 continue;
             };
             if let Some((gain, idle)) = limits::gain(&worker, uuid) {
-                limits::set_gain(&worker, uuid, next_gain(gain, percent, measured, idle));
+                let next = if informed {
+                    next_gain(gain, percent, measured, idle)
+                } else {
+                    gain
+                };
+                limits::set_gain(&worker, uuid, next);
             }
         }
     }
@@ -199,6 +217,8 @@ mod tests {
         assert_eq!(next_gain(GAIN_ONE, 30, 30.5, false), GAIN_ONE);
         assert_eq!(next_gain(GAIN_MAX, 30, 0.0, false), GAIN_MAX);
         assert_eq!(next_gain(GAIN_MIN, 10, 100.0, false), GAIN_MIN);
+        // Saturated: the whole ratio down.
+        assert_eq!(next_gain(GAIN_ONE, 80, 100.0, false), 819);
     }
 
     #[test]
