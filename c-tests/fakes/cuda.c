@@ -581,6 +581,8 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
   return r;
 }
 
+#include "cuda_launch.inc"
+
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
 CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
@@ -625,6 +627,14 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuMemFreeAsync", (void *)cuMemFreeAsync_ptsz, 11020, PT},
     {"cuMemGetInfo", (void *)cuMemGetInfo, 2000, 0},
     {"cuMemGetInfo", (void *)cuMemGetInfo_v2, 3020, 0},
+    {"cuLaunchKernel", (void *)cuLaunchKernel, 4000, 0},
+    {"cuLaunchKernel", (void *)cuLaunchKernel_ptsz, 4000, PT},
+    {"cuLaunchKernelEx", (void *)cuLaunchKernelEx, 11060, 0},
+    {"cuLaunchKernelEx", (void *)cuLaunchKernelEx_ptsz, 11060, PT},
+    {"cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel, 9000, 0},
+    {"cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel_ptsz, 9000, PT},
+    {"cuGraphLaunch", (void *)cuGraphLaunch, 10000, 0},
+    {"cuGraphLaunch", (void *)cuGraphLaunch_ptsz, 10000, PT},
 };
 
 static CUresult lookup(const char *symbol, void **pfn, int version, unsigned long long flags,

@@ -506,11 +506,43 @@ typedef struct {
   unsigned long long timeStamp;
   unsigned smUtil, memUtil, encUtil, decUtil;
 } psample_t;
+#include "timeline.h"
+/* With FAKE_GPU_TIMELINE (timeline.h), the A40 (the fake driver's device 0)
+ * reports each process's share of the simulated device since this process's
+ * previous call: one sample per process whose kernels ran, timeStamp in
+ * CLOCK_MONOTONIC µs; no sample newer than `last`: NVML_ERROR_NOT_FOUND. */
+static nvmlReturn_t timeline_util(struct tl_dev *d, psample_t *s, unsigned *count,
+                                  unsigned long long last) {
+  static unsigned long long prev_at, prev_busy[TL_PIDS];
+  unsigned long long now = tl_now(), span = now - prev_at;
+  unsigned n = 0;
+  for (int i = 0; i < TL_PIDS; i++) {
+    unsigned pid = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
+    unsigned long long busy = __atomic_load_n(&d->procs[i].busy_ns, __ATOMIC_ACQUIRE);
+    unsigned long long ran = busy - prev_busy[i];
+    prev_busy[i] = busy;
+    if (!pid || !prev_at || !ran || now / 1000 <= last)
+      continue;
+    if (!s || n >= *count)
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    memset(&s[n], 0, sizeof s[n]);
+    s[n].pid = pid;
+    s[n].timeStamp = now / 1000;
+    s[n].smUtil = (unsigned)(ran >= span ? 100 : (ran * 100 + span / 2) / span);
+    n++;
+  }
+  prev_at = now;
+  *count = n;
+  return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
 nvmlReturn_t nvmlDeviceGetProcessUtilization(void *h, psample_t *s, unsigned *count,
                                              unsigned long long last) {
   ENTER();
   GPU(h);
-  (void)last;
+  struct timeline *t = tl_map();
+  if (t && g == &gpus[1])
+    return timeline_util(&t->dev[0], s, count, last);
   proc_t p[64];
   unsigned n = procs(p, 64, (unsigned)(g - gpus));
   if (!s || *count < n) {

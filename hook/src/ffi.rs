@@ -309,6 +309,16 @@ table!(Cu, CUDA_HOOKS {
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
     DeviceTotalMemV2 = c"cuDeviceTotalMem_v2" => cuDeviceTotalMem_v2 as *const c_void,
+    LaunchKernel = c"cuLaunchKernel" => launch::cuLaunchKernel as *const c_void,
+    LaunchKernelPtsz = c"cuLaunchKernel_ptsz" => launch::cuLaunchKernel_ptsz as *const c_void,
+    LaunchKernelEx = c"cuLaunchKernelEx" => launch::cuLaunchKernelEx as *const c_void,
+    LaunchKernelExPtsz = c"cuLaunchKernelEx_ptsz" => launch::cuLaunchKernelEx_ptsz as *const c_void,
+    LaunchCooperativeKernel = c"cuLaunchCooperativeKernel"
+        => launch::cuLaunchCooperativeKernel as *const c_void,
+    LaunchCooperativeKernelPtsz = c"cuLaunchCooperativeKernel_ptsz"
+        => launch::cuLaunchCooperativeKernel_ptsz as *const c_void,
+    GraphLaunch = c"cuGraphLaunch" => launch::cuGraphLaunch as *const c_void,
+    GraphLaunchPtsz = c"cuGraphLaunch_ptsz" => launch::cuGraphLaunch_ptsz as *const c_void,
     CtxGetDevice = c"cuCtxGetDevice" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
@@ -426,6 +436,7 @@ extern "C" fn after_fork_parent() {
 extern "C" fn after_fork_child() {
     after_fork_parent();
     memory::forget_after_fork();
+    crate::sampler::forget_after_fork();
 }
 
 fn install_fork_handlers() {
@@ -474,6 +485,10 @@ macro_rules! real_or_return {
         }
     };
 }
+
+// Launches (`launch.rs`) and the sampler's NVML (`nvml.rs`): after the macro above.
+mod launch;
+pub mod nvml;
 
 // ---- cuGetProcAddress --------------------------------------------------------------
 

@@ -6,13 +6,19 @@
 //! - `memory`: charging allocations before the driver runs, giving frees
 //!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
+//! - `launch`: kernel launches wait for their worker's tokens (compute limits);
+//! - `sampler`: one thread per limited process; the elected one per device
+//!   measures utilization through NVML and steers each worker's rate.
 //! - `limits`: the one door to the limiter's shared state (and the
 //!   fail-open / fail-closed policy).
 //!
-//! Loaded into programs we do not control: no constructors, no threads,
+//! Loaded into programs we do not control: no constructors, no threads at
+//! load (the sampler starts on the first launch of a limited worker),
 //! nothing printed unless the limiter's state is unusable (one line).
 
 mod devices;
 mod ffi;
+mod launch;
 mod limits;
 mod memory;
+mod sampler;

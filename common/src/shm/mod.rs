@@ -32,6 +32,7 @@
 //! - `reclaim`: freeing what a dead process held;
 //! - `compute`: the token bucket;
 //! - `freeze`: FreezeWorker, AutoFreeze;
+//! - `steer`: the measured correction of the compute refill rate, the sampler's lease;
 //! - `reports`: hard limits and per-process usage for libaccelerator.
 //!
 //! Bounds (memory): the 16-bit per-device sequence wraps after 65,536 ops; a helper
@@ -53,6 +54,7 @@ mod owner;
 mod process;
 mod reclaim;
 mod reports;
+mod steer;
 
 pub use compute::{check_compute, check_compute_on, ComputeOutcome};
 pub use devices::CLIENT_ENTRIES;
@@ -63,6 +65,9 @@ pub use process::add_process;
 pub use reports::{
     limits, processes, set_compute_limit, set_compute_limit_for_caller, set_memory_limit,
     set_memory_limit_for_caller, LimitEntry, ProcessUsage,
+};
+pub use steer::{
+    gain_of, set_gain, steer_of, try_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
 
 use crate::{Error, Res};
