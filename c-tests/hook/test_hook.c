@@ -124,53 +124,89 @@ static void shared_limit(const char *app) {
         "%s: a SIGKILLed process's bytes come back to its worker", app);
 }
 
-/* A corrupt or missing state file: fail-open with one warning, or fail-closed. */
+/* Copy the state file of the limiter in use (a valid one, of another
+ * identity) to `to`. */
+static int copy_state(const char *to) {
+  char from[256], buf[65536];
+  snprintf(from, sizeof from, "%s/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  int in = open(from, O_RDONLY), out = open(to, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ssize_t n = 0;
+  while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+    if (write(out, buf, (size_t)n) != n)
+      n = -1;
+  if (in >= 0)
+    close(in);
+  if (out >= 0)
+    close(out);
+  return in >= 0 && out >= 0 && n == 0;
+}
+
+/* An unusable state file -- corrupt, truncated, replaced (its identity is
+ * not the one recorded in limiter.shm.id) or missing -- means fail-open with
+ * one warning, or fail-closed with ACCELERATOR_HOOK_FAIL_CLOSED=1. */
 static void bad_state(const char *app) {
-  char dir[] = "/tmp/hook-corrupt.XXXXXX", path[128], b1[32], b2[32];
+  static const char *const kinds[] = {"corrupt", "truncated", "replaced", "missing"};
+  /* What the warning says of each. */
+  static const char *const why[] = {"bad magic", "truncated", "replaced", "does not exist"};
+  char dir[] = "/tmp/hook-corrupt.XXXXXX", path[128], idpath[140], b1[32], b2[32];
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
   chmod(dir, 0700);
   snprintf(path, sizeof path, "%s/limiter.shm", dir);
-  int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-  CHECK(fd >= 0 && write(fd, "not a limiter state file", 24) == 24, "write %s", path);
-  close(fd);
+  snprintf(idpath, sizeof idpath, "%s/limiter.shm.id", dir);
   char *old = getenv("ACCELERATOR_STATE_DIR");
   char *saved = old ? strdup(old) : NULL;
-  setenv("ACCELERATOR_STATE_DIR", dir, 1);
+  CHECK(saved != NULL, "ACCELERATOR_STATE_DIR is set");
+  if (!saved)
+    return;
 
   char errpath[160];
   snprintf(errpath, sizeof errpath, "%s/stderr", dir);
-  /* Corrupt, then missing (the hook must not create it); open, then closed. */
-  for (int run_ = 0; run_ < 4; run_++) {
-    int closed = run_ % 2, missing = run_ >= 2;
+  for (int run_ = 0; run_ < 8; run_++) {
+    int closed = run_ % 2;
+    const char *kind = kinds[run_ / 2];
+    unlink(path);
+    unlink(idpath);
+    if (strcmp(kind, "corrupt") == 0) {
+      int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+      CHECK(fd >= 0 && write(fd, "not a limiter state file", 24) == 24, "write %s", path);
+      close(fd);
+    } else if (strcmp(kind, "truncated") == 0) {
+      CHECK(copy_state(path) && truncate(path, 4096) == 0, "a truncated copy in %s", path);
+    } else if (strcmp(kind, "replaced") == 0) {
+      /* A valid file, but not the one whose identity was recorded. */
+      int fd = open(idpath, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+      CHECK(copy_state(path) && fd >= 0 && write(fd, "1 2\n", 4) == 4, "a replaced file in %s",
+            dir);
+      close(fd);
+    }
     if (closed)
       setenv("ACCELERATOR_HOOK_FAIL_CLOSED", "1", 1);
     else
       unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
-    if (missing)
-      unlink(path);
+    setenv("ACCELERATOR_STATE_DIR", dir, 1);
     int err = open(errpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
     char *argv[] = {(char *)app, "try", limit_text, num(b1, 2 * LIMIT),
                     closed ? "2" : "0", num(b2, closed ? DRIVER_FREE : DRIVER_FREE - 2 * LIMIT),
                     NULL};
     int st = wait_status(spawn("corrupt", -1, -1, err, argv));
+    setenv("ACCELERATOR_STATE_DIR", saved, 1);
     char text[4096] = {0};
     ssize_t n = pread(err, text, sizeof text - 1, 0);
     close(err);
     int warnings = 0;
     for (char *p = text; n > 0 && (p = strstr(p, "libcuda_limiter:")); p++)
       warnings++;
-    CHECK(st == 0, "%s: %s state, fail-%s (stderr: %s)", app, missing ? "missing" : "corrupt",
-          closed ? "closed" : "open", text);
-    CHECK(warnings == 1, "one warning on stderr, not %d", warnings);
-    CHECK(!missing || access(path, F_OK) != 0, "the hook created %s", path);
+    CHECK(st == 0, "%s: %s state, fail-%s (stderr: %s)", app, kind, closed ? "closed" : "open",
+          text);
+    CHECK(warnings == 1, "%s state: one warning on stderr, not %d", kind, warnings);
+    CHECK(strstr(text, why[run_ / 2]) != NULL, "%s state: the warning says so: %s", kind, text);
+    CHECK(strcmp(kind, "missing") != 0 || access(path, F_OK) != 0, "the hook created %s", path);
   }
   unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
-  if (saved) {
-    setenv("ACCELERATOR_STATE_DIR", saved, 1);
-    free(saved);
-  }
+  free(saved);
   unlink(errpath);
   unlink(path);
+  unlink(idpath);
   rmdir(dir);
 
   /* Without ACCELERATOR_WORKER_ID the hook is inert. */
