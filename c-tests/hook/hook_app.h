@@ -10,7 +10,7 @@
  *   multi L            device 1 (no limit) is not held to device 0's limit
  *   null L             NULL out-pointers reach the driver as they came
  *   try L B RC FREE    allocate B: expect RC, then cuMemGetInfo free == FREE
- *   hold L B           allocate B, print "held", wait for EOF on stdin
+ *   hold L B           allocate B, print "held <getpid()>", wait for EOF on stdin
  *   threads L          16 threads allocate and free at random: never above L
  *   fork L             a forked child is a process of its own
  *   nvml L             nvmlDeviceGetMemoryInfo[_v2] show the partition
@@ -258,7 +258,7 @@ static void scenario_hold(unsigned long long bytes) {
   context(0);
   CUdeviceptr p;
   EXPECT(A.MemAlloc(&p, bytes), CUDA_SUCCESS);
-  printf("held\n");
+  printf("held %d\n", (int)getpid());
   fflush(stdout);
   char buf[16];
   while (read(0, buf, sizeof buf) > 0) {

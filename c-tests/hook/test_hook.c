@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "../test_util.h"
+#include "../ns_util.h"
+#include "accelerator.h"
 
 #define MIB (1024ull * 1024ull)
 #define LIMIT (256 * MIB)
@@ -26,6 +28,7 @@
 
 static const char *hook;
 static int (*set_limit)(const char *, const char *, uint64_t);
+static enum Result (*proc_mem)(MemoryUtilization *, size_t, size_t *);
 
 /* Start `app args...` as worker `worker` (NULL: none) with the hook
  * preloaded; stdin/stdout/stderr redirected to the fds given (-1: keep). */
@@ -44,7 +47,7 @@ static pid_t spawn(const char *worker, int in, int out, int err, char *const arg
       dup2(out, 1);
     if (err >= 0)
       dup2(err, 2);
-    execv(argv[0], argv);
+    execvp(argv[0], argv);
     _exit(127);
   }
   return pid;
@@ -122,6 +125,73 @@ static void shared_limit(const char *app) {
   close(out[0]);
   CHECK(run(app, w, "try", num(b1, LIMIT / 2), "0", num(b2, LIMIT / 2)) == 0,
         "%s: a SIGKILLed process's bytes come back to its worker", app);
+}
+
+/* The bytes libaccelerator's GetProcessMemoryUtilization reports for `pid`
+ * on device 0 (-1: not listed). */
+static long long reported(pid_t pid) {
+  static MemoryUtilization mu[512];
+  size_t n = 0;
+  if (proc_mem(mu, 512, &n) != RESULT_SUCCESS)
+    return -2;
+  char id[32];
+  snprintf(id, sizeof id, "%d", (int)pid);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(mu[i].processId, id) == 0 && strcmp(mu[i].deviceUUID, UUID0) == 0)
+      return (long long)mu[i].usedBytes;
+  return -1;
+}
+
+#define UNSHARE "unshare", "--pid", "--fork", "--mount-proc"
+
+/* Containers: each app is pid 1 of its own pid namespace. Two of one
+ * worker share its limit exactly; a SIGKILLed one's bytes come back; two
+ * workers keep their own books; the host's report names host pids. */
+static void containers(const char *app) {
+  char w[64], w2[64], b1[32], b2[32];
+  new_worker(w, sizeof w, app, "ns");
+  new_worker(w2, sizeof w2, app, "ns2");
+  int in[2], out[2];
+  if (pipe(in) || pipe(out)) {
+    CHECK(0, "pipe");
+    return;
+  }
+  char *hold[] = {UNSHARE, (char *)app, "hold", limit_text, num(b1, LIMIT * 3 / 4), NULL};
+  pid_t unshare_a = spawn(w, in[0], out[1], -1, hold);
+  close(in[0]);
+  close(out[1]);
+  char line[32] = {0};
+  CHECK(read(out[0], line, sizeof line - 1) > 0 && strcmp(line, "held 1\n") == 0,
+        "%s: app A, pid 1 of its namespace, holds 3/4 of the limit (%s)", app, line);
+  pid_t host_a = child_of(unshare_a);
+  CHECK(host_a > 1, "A's pid on this side: %d", (int)host_a);
+
+  char *refused[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "2",
+                     num(b2, LIMIT / 4), NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, refused)) == 0,
+        "%s: app B in another namespace is refused past the shared limit", app);
+  char *rest[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 4), "0", "0", NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, rest)) == 0, "%s: and may take exactly what is left",
+        app);
+  char *other[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "0",
+                   num(b2, LIMIT / 2), NULL};
+  CHECK(wait_status(spawn(w2, -1, -1, -1, other)) == 0,
+        "%s: another worker's app, pid 1 of a third namespace, has its own books", app);
+  CHECK(reported(host_a) == (long long)(LIMIT * 3 / 4),
+        "%s: the host's report names A by its pid here (%d): %lld bytes", app, (int)host_a,
+        reported(host_a));
+
+  kill(host_a, SIGKILL);
+  /* (util-linux 2.38's unshare may say "sigprocmask unblock failed" as it
+   * passes the SIGKILL on.) */
+  CHECK(wait_status(unshare_a) != 0, "A was killed");
+  close(in[1]);
+  close(out[0]);
+  char *after[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "0",
+                   num(b2, LIMIT / 2), NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, after)) == 0,
+        "%s: after A's SIGKILL, B takes what A held", app);
+  CHECK(reported(host_a) == -1, "%s: A is gone from the report", app);
 }
 
 /* Copy the state file of the limiter in use (a valid one, of another
@@ -226,12 +296,23 @@ int main(int argc, char **argv) {
     return 2;
   }
   set_limit = (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit");
+  proc_mem = (enum Result (*)(MemoryUtilization *, size_t, size_t *))dlsym(
+      acc, "GetProcessMemoryUtilization");
+  if (!set_limit || !proc_mem) {
+    fprintf(stderr, "%s: no SetMemHardLimit / GetProcessMemoryUtilization\n", argv[1]);
+    return 2;
+  }
+  int unshare_rc = system("unshare --pid --fork --mount-proc true");
+  CHECK(unshare_rc == 0,
+        "unshare --pid --fork --mount-proc works here (needs root; status %d)", unshare_rc);
   hook = argv[2];
   snprintf(limit_text, sizeof limit_text, "%llu", LIMIT);
   for (int i = 4; i < argc; i++) {
     int runtime = strstr(argv[i], "app_runtime") != NULL;
     scenarios(argv[i], argv[3], runtime);
     shared_limit(argv[i]);
+    if (unshare_rc == 0)
+      containers(argv[i]);
     if (runtime)
       bad_state(argv[i]);
   }
