@@ -23,8 +23,10 @@
 #define MIB (1024ull * 1024ull)
 #define LIMIT (256 * MIB)
 #define UUID0 "GPU-11111111-1111-1111-1111-1111111111a4"
-/* The fake device 0 after one context (64 MiB). */
-#define DRIVER_FREE (51539607552ULL - 64 * MIB)
+/* The fake device 0 with one context: the scenarios run with contexts
+ * that reserve nothing (FAKE_CUDA_CTX_RESERVE=0) but `context`'s. */
+#define DRIVER_FREE 51539607552ULL
+#define CTX_RESERVE (64 * MIB)
 
 static const char *hook;
 static int (*set_limit)(const char *, const char *, uint64_t);
@@ -76,6 +78,11 @@ static void new_worker(char *w, size_t n, const char *app, const char *what) {
   CHECK(set_limit(w, UUID0, LIMIT) == 0, "SetMemHardLimit(%s)", w);
 }
 
+static char *num(char *buf, unsigned long long v) {
+  sprintf(buf, "%llu", v);
+  return buf;
+}
+
 static void scenarios(const char *app, const char *liblimiter, int runtime) {
   static const char *const each[] = {"limit", "paths", "multi", "null", "threads", "fork"};
   char w[64];
@@ -83,6 +90,11 @@ static void scenarios(const char *app, const char *liblimiter, int runtime) {
     new_worker(w, sizeof w, app, each[i]);
     CHECK(run(app, w, each[i], NULL, NULL, NULL) == 0, "%s %s", app, each[i]);
   }
+  char reserve[32];
+  new_worker(w, sizeof w, app, "context");
+  setenv("FAKE_CUDA_CTX_RESERVE", num(reserve, CTX_RESERVE), 1);
+  CHECK(run(app, w, "context", reserve, NULL, NULL) == 0, "%s context", app);
+  setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
   if (runtime) {
     new_worker(w, sizeof w, app, "entry");
     CHECK(run(app, w, "entry", NULL, NULL, NULL) == 0, "%s entry", app);
@@ -91,11 +103,6 @@ static void scenarios(const char *app, const char *liblimiter, int runtime) {
     new_worker(w, sizeof w, app, "dual");
     CHECK(run(app, w, "dual", liblimiter, NULL, NULL) == 0, "%s dual", app);
   }
-}
-
-static char *num(char *buf, unsigned long long v) {
-  sprintf(buf, "%llu", v);
-  return buf;
 }
 
 /* Two processes of one worker share its limit; a SIGKILLed one's bytes
@@ -306,6 +313,7 @@ int main(int argc, char **argv) {
   CHECK(unshare_rc == 0,
         "unshare --pid --fork --mount-proc works here (needs root; status %d)", unshare_rc);
   hook = argv[2];
+  setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
   snprintf(limit_text, sizeof limit_text, "%llu", LIMIT);
   for (int i = 4; i < argc; i++) {
     int runtime = strstr(argv[i], "app_runtime") != NULL;

@@ -5,13 +5,17 @@
 //!   interposed `dlsym`, `cuGetProcAddress[_v2]` and the real functions.
 //! - `memory`: charging allocations before the driver runs, giving frees
 //!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
+//! - `context`: the memory the driver reserves for a context, charged
+//!   from its creation to its destruction.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
 //! - `limits`: the one door to the limiter's shared state (and the
 //!   fail-open / fail-closed policy).
 //!
 //! Loaded into programs we do not control: no constructors, no threads,
-//! nothing printed unless the limiter's state is unusable (one line).
+//! nothing printed unless the limiter's state is unusable (one line); the
+//! only library it loads itself is NVML, to measure a worker's contexts.
 
+mod context;
 mod devices;
 mod ffi;
 mod limits;
