@@ -201,6 +201,40 @@ static void containers(const char *app) {
   CHECK(reported(host_a) == -1, "%s: A is gone from the report", app);
 }
 
+/* A context's reservation in the limiter's books, as the host's report
+ * shows them; a SIGKILLed process's context comes back to its worker. */
+static void context_books(const char *app) {
+  char w[64], b1[32], reserve[32];
+  new_worker(w, sizeof w, app, "ctxbooks");
+  setenv("FAKE_CUDA_CTX_RESERVE", num(reserve, CTX_RESERVE), 1);
+  int in[2], out[2];
+  if (pipe(in) || pipe(out)) {
+    CHECK(0, "pipe");
+    return;
+  }
+  char *hold[] = {(char *)app, "hold", limit_text, num(b1, LIMIT / 4), NULL};
+  pid_t holder = spawn(w, in[0], out[1], -1, hold);
+  close(in[0]);
+  close(out[1]);
+  char line[32] = {0};
+  CHECK(read(out[0], line, sizeof line - 1) > 0 && strncmp(line, "held", 4) == 0,
+        "%s: the holder has its context and L/4", app);
+  CHECK(reported(holder) == (long long)(CTX_RESERVE + LIMIT / 4),
+        "%s: the books hold its context and its allocation: %lld", app, reported(holder));
+  /* A second process: its own context, and what is left. */
+  char *rest[] = {(char *)app, "try", limit_text, num(b1, LIMIT - LIMIT / 4 - 2 * CTX_RESERVE),
+                  "0", "0", NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, rest)) == 0, "%s: a second process fits exactly", app);
+  kill(holder, SIGKILL);
+  CHECK(wait_status(holder) == 128 + SIGKILL, "the holder was killed");
+  close(in[1]);
+  close(out[0]);
+  char *after[] = {(char *)app, "try", limit_text, num(b1, LIMIT - CTX_RESERVE), "0", "0", NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, after)) == 0,
+        "%s: the killed process's context came back to its worker", app);
+  setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
+}
+
 /* Copy the state file of the limiter in use (a valid one, of another
  * identity) to `to`. */
 static int copy_state(const char *to) {
@@ -321,6 +355,7 @@ int main(int argc, char **argv) {
     shared_limit(argv[i]);
     if (unshare_rc == 0)
       containers(argv[i]);
+    context_books(argv[i]);
     if (runtime)
       bad_state(argv[i]);
   }
