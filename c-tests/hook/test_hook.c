@@ -105,31 +105,54 @@ static void scenarios(const char *app, const char *liblimiter, int runtime) {
   }
 }
 
+/* A process running the `hold` scenario (argv) as `worker`: started, its
+ * "held <pid>" line read into `line` (empty if it said nothing). Ended by
+ * hold_end (EOF on its stdin) or by a signal. */
+typedef struct {
+  pid_t pid;
+  int in, out;
+} holder_t;
+
+static holder_t hold_start(const char *worker, char *const argv[], char *line, size_t n) {
+  holder_t h = {-1, -1, -1};
+  int in[2], out[2];
+  memset(line, 0, n);
+  if (pipe(in) || pipe(out)) {
+    CHECK(0, "pipe");
+    return h;
+  }
+  h.pid = spawn(worker, in[0], out[1], -1, argv);
+  close(in[0]);
+  close(out[1]);
+  h.in = in[1];
+  h.out = out[0];
+  if (read(h.out, line, n - 1) <= 0)
+    line[0] = 0;
+  return h;
+}
+
+static void hold_end(holder_t *h) {
+  close(h->in);
+  close(h->out);
+}
+
 /* Two processes of one worker share its limit; a SIGKILLed one's bytes
  * come back to the worker. */
 static void shared_limit(const char *app) {
   char w[64], b1[32], b2[32];
   new_worker(w, sizeof w, app, "share");
-  int in[2], out[2];
-  if (pipe(in) || pipe(out)) {
-    CHECK(0, "pipe");
-    return;
-  }
   char *argv[] = {(char *)app, "hold", limit_text, num(b1, LIMIT * 3 / 4), NULL};
-  pid_t holder = spawn(w, in[0], out[1], -1, argv);
-  close(in[0]);
-  close(out[1]);
-  char line[16] = {0};
-  CHECK(read(out[0], line, sizeof line - 1) > 0 && strncmp(line, "held", 4) == 0,
+  char line[32];
+  holder_t holder = hold_start(w, argv, line, sizeof line);
+  CHECK(strncmp(line, "held", 4) == 0,
         "%s: the first process holds 3/4 of the limit", app);
   CHECK(run(app, w, "try", num(b1, LIMIT / 2), "2", num(b2, LIMIT / 4)) == 0,
         "%s: a second process is refused past the shared limit", app);
   CHECK(run(app, w, "try", num(b1, LIMIT / 4), "0", "0") == 0,
         "%s: and may take exactly what is left", app);
-  kill(holder, SIGKILL);
-  CHECK(wait_status(holder) == 128 + SIGKILL, "the holder was killed");
-  close(in[1]);
-  close(out[0]);
+  kill(holder.pid, SIGKILL);
+  CHECK(wait_status(holder.pid) == 128 + SIGKILL, "the holder was killed");
+  hold_end(&holder);
   CHECK(run(app, w, "try", num(b1, LIMIT / 2), "0", num(b2, LIMIT / 2)) == 0,
         "%s: a SIGKILLed process's bytes come back to its worker", app);
 }
@@ -158,19 +181,12 @@ static void containers(const char *app) {
   char w[64], w2[64], b1[32], b2[32];
   new_worker(w, sizeof w, app, "ns");
   new_worker(w2, sizeof w2, app, "ns2");
-  int in[2], out[2];
-  if (pipe(in) || pipe(out)) {
-    CHECK(0, "pipe");
-    return;
-  }
   char *hold[] = {UNSHARE, (char *)app, "hold", limit_text, num(b1, LIMIT * 3 / 4), NULL};
-  pid_t unshare_a = spawn(w, in[0], out[1], -1, hold);
-  close(in[0]);
-  close(out[1]);
-  char line[32] = {0};
-  CHECK(read(out[0], line, sizeof line - 1) > 0 && strcmp(line, "held 1\n") == 0,
+  char line[32];
+  holder_t unshare_a = hold_start(w, hold, line, sizeof line);
+  CHECK(strcmp(line, "held 1\n") == 0,
         "%s: app A, pid 1 of its namespace, holds 3/4 of the limit (%s)", app, line);
-  pid_t host_a = child_of(unshare_a);
+  pid_t host_a = child_of(unshare_a.pid);
   CHECK(host_a > 1, "A's pid on this side: %d", (int)host_a);
 
   char *refused[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "2",
@@ -191,9 +207,8 @@ static void containers(const char *app) {
   kill(host_a, SIGKILL);
   /* (util-linux 2.38's unshare may say "sigprocmask unblock failed" as it
    * passes the SIGKILL on.) */
-  CHECK(wait_status(unshare_a) != 0, "A was killed");
-  close(in[1]);
-  close(out[0]);
+  CHECK(wait_status(unshare_a.pid) != 0, "A was killed");
+  hold_end(&unshare_a);
   char *after[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "0",
                    num(b2, LIMIT / 2), NULL};
   CHECK(wait_status(spawn(w, -1, -1, -1, after)) == 0,
@@ -207,28 +222,19 @@ static void context_books(const char *app) {
   char w[64], b1[32], reserve[32];
   new_worker(w, sizeof w, app, "ctxbooks");
   setenv("FAKE_CUDA_CTX_RESERVE", num(reserve, CTX_RESERVE), 1);
-  int in[2], out[2];
-  if (pipe(in) || pipe(out)) {
-    CHECK(0, "pipe");
-    return;
-  }
   char *hold[] = {(char *)app, "hold", limit_text, num(b1, LIMIT / 4), NULL};
-  pid_t holder = spawn(w, in[0], out[1], -1, hold);
-  close(in[0]);
-  close(out[1]);
-  char line[32] = {0};
-  CHECK(read(out[0], line, sizeof line - 1) > 0 && strncmp(line, "held", 4) == 0,
-        "%s: the holder has its context and L/4", app);
-  CHECK(reported(holder) == (long long)(CTX_RESERVE + LIMIT / 4),
-        "%s: the books hold its context and its allocation: %lld", app, reported(holder));
+  char line[32];
+  holder_t holder = hold_start(w, hold, line, sizeof line);
+  CHECK(strncmp(line, "held", 4) == 0, "%s: the holder has its context and L/4", app);
+  CHECK(reported(holder.pid) == (long long)(CTX_RESERVE + LIMIT / 4),
+        "%s: the books hold its context and its allocation: %lld", app, reported(holder.pid));
   /* A second process: its own context, and what is left. */
   char *rest[] = {(char *)app, "try", limit_text, num(b1, LIMIT - LIMIT / 4 - 2 * CTX_RESERVE),
                   "0", "0", NULL};
   CHECK(wait_status(spawn(w, -1, -1, -1, rest)) == 0, "%s: a second process fits exactly", app);
-  kill(holder, SIGKILL);
-  CHECK(wait_status(holder) == 128 + SIGKILL, "the holder was killed");
-  close(in[1]);
-  close(out[0]);
+  kill(holder.pid, SIGKILL);
+  CHECK(wait_status(holder.pid) == 128 + SIGKILL, "the holder was killed");
+  hold_end(&holder);
   char *after[] = {(char *)app, "try", limit_text, num(b1, LIMIT - CTX_RESERVE), "0", "0", NULL};
   CHECK(wait_status(spawn(w, -1, -1, -1, after)) == 0,
         "%s: the killed process's context came back to its worker", app);
