@@ -20,7 +20,7 @@ $(HOOK_SO): FORCE
 	@mkdir -p $(BUILD)
 	cp target/hook/release/libcuda_limiter.so $@
 
-$(HOOK_BIN)/%: c-tests/hook/%.c c-tests/hook/hook_app.h c-tests/test_util.h
+$(HOOK_BIN)/%: c-tests/hook/%.c c-tests/hook/hook_app.h c-tests/test_util.h c-tests/ns_util.h
 	@mkdir -p $(HOOK_BIN)
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 

@@ -151,8 +151,10 @@ int fake_cuda_state(int pid) {
  *
  * Two devices with real accounting of their memory: every allocation entry
  * point takes bytes from its device (CUDA_ERROR_OUT_OF_MEMORY beyond its
- * total), every free gives them back, and a context reserves CTX_RESERVE
- * bytes while it exists, as a driver's does. Device 0 is the fake NVML's
+ * total), every free gives them back, and a context reserves device
+ * memory while it exists (FAKE_CUDA_CTX_RESERVE, default 64 MiB, read at each
+ * creation; a primary context from its first retain to its last release or
+ * reset), as a driver's does. Device 0 is the fake NVML's
  * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
  * vendor apply to it; device 1 has no NVML twin.
  *
@@ -165,9 +167,12 @@ int fake_cuda_state(int pid) {
  *
  * For the tests: fake_cuda_calls(name) counts calls of one entry point;
  * fake_cuda_mem(dev, &used, &allocations) reads a device's used bytes and
- * how many allocations ever reached the driver. */
+ * how many allocations ever reached the driver; fake_cuda_used_on(uuid) the
+ * bytes held on the device of an NVML UUID text (the fake NVML adds them to
+ * its used memory, as a real NVML sees the driver's). */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum {
   CUDA_ERROR_OUT_OF_MEMORY = 2,
@@ -203,7 +208,11 @@ typedef struct {
 } CUmemAllocationProp;
 
 #define NDEV 2
-#define CTX_RESERVE (64ULL << 20)
+/* What a context reserves (FAKE_CUDA_CTX_RESERVE bytes, default 64 MiB). */
+static unsigned long long ctx_reserve(void) {
+  const char *e = getenv("FAKE_CUDA_CTX_RESERVE");
+  return e && *e ? strtoull(e, NULL, 0) : 64ULL << 20;
+}
 #define PITCH_ALIGN 256
 static const unsigned long long dev_total[NDEV] = {51539607552ULL, 25769803776ULL};
 static const CUuuid dev_uuid[NDEV] = {
@@ -216,6 +225,7 @@ static const CUuuid dev_uuid[NDEV] = {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long long dev_used[NDEV], allocations, next_address = 1ULL << 40;
 static struct CUctx_st primary[NDEV];
+static unsigned primary_refs[NDEV];
 static _Thread_local CUcontext current;
 
 /* The books survive fork() from a threaded program, as a driver's do. */
@@ -261,6 +271,24 @@ int fake_cuda_mem(int dev, unsigned long long *used, unsigned long long *allocs)
   *allocs = allocations;
   pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
+}
+
+unsigned long long fake_cuda_used_on(const char *uuid) {
+  unsigned long long n = 0;
+  for (int d = 0; d < NDEV; d++) {
+    char text[48];
+    const unsigned char *b = dev_uuid[d].bytes;
+    snprintf(text, sizeof text,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+    if (uuid && strcmp(uuid, text) == 0) {
+      pthread_mutex_lock(&mu);
+      n = dev_used[d];
+      pthread_mutex_unlock(&mu);
+    }
+  }
+  return n;
 }
 
 /* Take `bytes` on `dev` for a new object of `kind`; its key in *key (a new
@@ -315,7 +343,7 @@ static CUresult current_dev(int *dev) {
   *dev = current->dev;
   return CUDA_SUCCESS;
 }
-enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP };
+enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP, K_CTX };
 
 /* Called by every entry point that needs a context (cuInit first). */
 static void books_fork_safe(void) { pthread_once(&fork_once, install_fork_handlers); }
@@ -367,8 +395,8 @@ static CUresult ctx_create(CUcontext *c, CUdevice d) {
   if (!ctx)
     return CUDA_ERROR_OUT_OF_MEMORY;
   /* The reservation is found again by the context's address. */
-  unsigned long long key = (uintptr_t)ctx;
-  r = take_as(d, CTX_RESERVE, K_HANDLE, &key, 1);
+  unsigned long long key = (uintptr_t)ctx, reserve = ctx_reserve();
+  r = reserve ? take_as(d, reserve, K_CTX, &key, 1) : CUDA_SUCCESS;
   if (r != CUDA_SUCCESS) {
     free(ctx);
     return r;
@@ -389,10 +417,17 @@ CUresult cuCtxCreate_v3(CUcontext *c, void *params, int n, unsigned flags, CUdev
     return CUDA_ERROR_INVALID_VALUE;
   return ctx_create(c, d);
 }
+CUresult cuCtxCreate_v4(CUcontext *c, void *params, unsigned flags, CUdevice d) {
+  count(__func__);
+  (void)params;
+  (void)flags;
+  return ctx_create(c, d);
+}
 CUresult cuCtxDestroy_v2(CUcontext c) {
-  if (!c)
+  count(__func__);
+  if (!c || (c >= primary && c < primary + NDEV))
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = give((uintptr_t)c, K_HANDLE);
+  CUresult r = ctx_reserve() ? give((uintptr_t)c, K_CTX) : CUDA_SUCCESS;
   if (r != CUDA_SUCCESS)
     return CUDA_ERROR_INVALID_CONTEXT;
   if (current == c)
@@ -401,13 +436,37 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  count(__func__);
   CUresult r = device_call(c, d);
+  if (r != CUDA_SUCCESS)
+    return r;
+  unsigned long long key = (uintptr_t)&primary[d], reserve = ctx_reserve();
+  if (primary_refs[d] == 0 && reserve)
+    r = take_as(d, reserve, K_CTX, &key, 1);
   if (r == CUDA_SUCCESS) {
+    primary_refs[d]++;
     primary[d].dev = d;
     *c = &primary[d];
   }
   return r;
 }
+/* The primary context's reservation ends with its last reference. */
+static CUresult primary_end(CUdevice d, int all) {
+  CUresult r = device_call(&primary[0], d);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (primary_refs[d] == 0)
+    return all ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  primary_refs[d] = all ? 0 : primary_refs[d] - 1;
+  if (primary_refs[d] == 0) {
+    give((uintptr_t)&primary[d], K_CTX);
+    if (current == &primary[d])
+      current = NULL;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { count(__func__); return primary_end(d, 0); }
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { count(__func__); return primary_end(d, 1); }
 CUresult cuCtxSetCurrent(CUcontext c) {
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
@@ -601,11 +660,14 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2, 3020, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v2, 3020, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v3, 11040, 0},
+    {"cuCtxCreate", (void *)cuCtxCreate_v4, 13000, 0},
     {"cuCtxDestroy", (void *)cuCtxDestroy_v2, 4000, 0},
     {"cuCtxSetCurrent", (void *)cuCtxSetCurrent, 4000, 0},
     {"cuCtxGetCurrent", (void *)cuCtxGetCurrent, 4000, 0},
     {"cuCtxGetDevice", (void *)cuCtxGetDevice, 2000, 0},
     {"cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain, 7000, 0},
+    {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2, 11000, 0},
+    {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2, 11000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch_v2, 3020, 0},

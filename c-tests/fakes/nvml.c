@@ -19,6 +19,7 @@
  * Ranges follow nvml.h 13.x: GPU-instance profile ids 0..0x11, compute-
  * instance profiles 0..8, NVML_NVLINK_MAX_LINKS 36, NVML_GPM_METRIC_MAX 333.
  */
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,19 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(void *h, unsigned *n) {
   *n = (unsigned)g->numa;
   return NVML_SUCCESS;
 }
+/* Device memory the fake driver holds on `g` when this process has loaded
+ * it (libcuda.so.1's fake_cuda_used_on): a real NVML sees the driver's
+ * allocations and contexts in its used memory. */
+static unsigned long long driver_used(const gpu_t *g) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!cuda)
+    return 0;
+  unsigned long long (*used)(const char *) =
+      (unsigned long long (*)(const char *))dlsym(cuda, "fake_cuda_used_on");
+  unsigned long long n = used ? used(g->uuid) : 0;
+  dlclose(cuda);
+  return n;
+}
 typedef struct {
   unsigned version;
   unsigned long long total, reserved, free, used;
@@ -249,8 +263,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *h, mem_v2_t *m) {
     return NVML_ERROR_INVALID_ARGUMENT;
   m->total = g->mem_total;
   m->reserved = 0;
-  m->used = g->mem_used;
-  m->free = g->mem_total - g->mem_used;
+  m->used = g->mem_used + driver_used(g);
+  m->free = g->mem_total - m->used;
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, unsigned long long m[3]) {
@@ -264,8 +278,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, unsigned long long m[3]) {
   }
   GPU(h);
   m[0] = g->mem_total;
-  m[1] = g->mem_total - g->mem_used;
-  m[2] = g->mem_used;
+  m[2] = g->mem_used + driver_used(g);
+  m[1] = g->mem_total - m[2];
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetNumGpuCores(void *h, unsigned *n) {

@@ -5,6 +5,8 @@
 //!   interposed `dlsym`, `cuGetProcAddress[_v2]` and the real functions.
 //! - `memory`: charging allocations before the driver runs, giving frees
 //!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
+//! - `context`: the memory the driver reserves for a context, charged
+//!   from its creation to its destruction.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
 //! - `sampler`: one thread per limited process; the elected one per device
@@ -14,8 +16,10 @@
 //!
 //! Loaded into programs we do not control: no constructors, no threads at
 //! load (the sampler starts on the first launch of a limited worker),
-//! nothing printed unless the limiter's state is unusable (one line).
+//! nothing printed unless the limiter's state is unusable (one line); the
+//! only library it loads itself is NVML (contexts' memory, utilization).
 
+mod context;
 mod devices;
 mod ffi;
 mod launch;

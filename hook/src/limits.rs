@@ -14,10 +14,15 @@
 //! file the hypervisor made when it set limits (`ACCELERATOR_STATE_DIR`).
 //!
 //! Failure policy: when the limiter's state cannot be used (a missing,
-//! corrupt or unreadable state file, a full table), the hook warns once on stderr and
-//! from then on lets every allocation through unrecorded (fail-open), or,
-//! with `ACCELERATOR_HOOK_FAIL_CLOSED=1`, refuses every allocation with
-//! CUDA_ERROR_OUT_OF_MEMORY (fail-closed).
+//! corrupt, truncated or unreadable state file, one of another layout, one
+//! replaced since its identity was recorded in `limiter.shm.id`, a full
+//! table), the hook warns once on stderr, saying which, and from then on
+//! lets every allocation through unrecorded (fail-open), or, with
+//! `ACCELERATOR_HOOK_FAIL_CLOSED=1`, refuses every allocation with
+//! CUDA_ERROR_OUT_OF_MEMORY (fail-closed). The limiter refuses such files
+//! (`accel_common::shm`); the hook only maps its refusal to the policy. A
+//! file truncated while this process has it mapped is not caught here (a
+//! SIGBUS on the hot path; the limiter's open problem).
 
 use accel_common::{shm, statedir, Error};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
