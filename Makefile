@@ -60,7 +60,8 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/*.h include/accelerator.h
 # Extra test steps added by component fragments (vendors, limiter, go).
 TEST_RUN_EXTRA :=
 VALGRIND_EXTRA :=
--include vendors/*/vendor.mk limiter/limiter.mk go/go.mk packaging/packaging.mk probe/probe.mk
+-include vendors/*/vendor.mk limiter/limiter.mk go/go.mk packaging/packaging.mk probe/probe.mk \
+         gpu-kit/gpu-kit.mk
 
 # The limiter's records reach every vendor's per-process functions: run
 # against the stub and against each vendor's fake driver.
