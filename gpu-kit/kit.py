@@ -172,7 +172,7 @@ class NVML:
         arr = (ctypes.c_void_p * max(max_count, 1))()
         n = ctypes.c_uint(0)
         r, _ = self.call("nvmlDeviceGetGpuInstances", h, ctypes.c_uint(profile), arr, ctypes.byref(n))
-        return n.value if r == 0 else 0
+        return n.value if r == 0 else None
 
     def utilization(self, h):
         u = (ctypes.c_uint * 2)()
@@ -283,15 +283,16 @@ def discovery(nv, devices):
                     None if info is None else info.multiprocessorCount, None, near(0))
             compare(rows, i, f"template {t['templateId']} memory MiB", t["memoryBytes"] // MIB,
                     None if info is None else info.memorySizeMB, None, near(0))
-            if info is not None:
-                instances += nv.gpu_instances(h, pid, info.instanceCount)
+            if info is not None and instances is not None:
+                n = nv.gpu_instances(h, pid, info.instanceCount)
+                instances = None if n is None else instances + n
         sms = [t["computeUnits"] for t in d.get("partitionTemplates", [])]
         if sms:  # the full-GPU profile's SMs are the device's SM count
             compare(rows, i, "SM count (largest MIG profile)", d["totalComputeUnits"], max(sms), None, near(0))
         if mig_on:
+            note = {0: " (MIG enabled with no instances)", None: " (NVML would not list them: permissions?)"}
             rows.append({"device": i, "field": "MIG GPU instances existing", "library": "-",
-                         "nvml": instances, "nvidia_smi": None,
-                         "result": "info" + (" (MIG enabled with no instances)" if instances == 0 else "")})
+                         "nvml": instances, "nvidia_smi": None, "result": "info" + note.get(instances, "")})
     torch = torch_rows(devices)
     rows.extend(torch["rows"])
     bad = sum(r["result"] == "mismatch" for r in rows)
@@ -394,8 +395,8 @@ def gpm_under_load(nv, dev):
     _, busy = library_metrics(lib, dev["uuid"])
     nvml_busy = nv.utilization(h)
     out, err = load.communicate(timeout=120)
-    if load.returncode == 3:
-        return {"status": "not measured", "reason": f"no CUDA driver: {out.strip()}"}
+    if load.returncode in (3, 4):
+        return {"status": "not measured", "reason": unavailable(out)}
     if load.returncode != 0:
         problems.append(f"GPM: the load program failed: {out.strip()} {err.strip()}")
         return {"status": "failed", "reason": out.strip() + err.strip()}
@@ -412,6 +413,15 @@ def gpm_under_load(nv, dev):
     else:
         result["result"] = "match: SM active >= 50 % under full load"
     return result
+
+
+def unavailable(out):
+    """kit_cuda's reason for exit 3 (no driver) or 4 (no device)."""
+    try:
+        j = json.loads(out.strip().splitlines()[-1])
+        return j.get("unavailable") or f"no CUDA driver: {j.get('error')}"
+    except (ValueError, IndexError):
+        return out.strip()
 
 
 # ------------------------------------------------------------ snapshot
@@ -431,6 +441,8 @@ def snapshot(dev):
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready = holder.stdout.readline().split()
+        if ready and ready[0].startswith('{"unavailable"'):
+            return section("snapshot", "not measured", unavailable(" ".join(ready)))
         if not ready or ready[0] != "READY":
             problems.append(f"snapshot: the holder did not start: {ready} {holder.stderr.read()}")
             return section("snapshot", "failed", f"holder: {ready}")

@@ -10,7 +10,8 @@
  *
  * Output is one JSON object per line. The driver library is KIT_CUDA_PATH or
  * libcuda.so.1. It changes no device setting. Exit 0 on success, 3 when the
- * driver is missing, 1 on a failed call. */
+ * driver is missing, 4 when it sees no device (CUDA_ERROR_NO_DEVICE: no GPU,
+ * or MIG mode on with no GPU/compute instance), 1 on a failed call. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,8 +85,15 @@ static void open_context(void) {
   CUresult (*retain)(void **, int) = (CUresult(*)(void **, int))sym("cuDevicePrimaryCtxRetain");
   CUresult (*set)(void *) = (CUresult(*)(void *))sym("cuCtxSetCurrent");
   void *ctx = NULL;
-  CU(init(0));
-  CU(get(&dev, 0));
+  CUresult r = init(0);
+  if (r == 0)
+    r = get(&dev, 0);
+  if (r == 100) { /* CUDA_ERROR_NO_DEVICE */
+    printf("{\"unavailable\":\"the CUDA driver sees no device (no GPU, or MIG mode on with no GPU/compute "
+           "instance to run on)\"}\n");
+    exit(4);
+  }
+  CU(r);
   CU(retain(&ctx, dev));
   CU(set(ctx));
 }

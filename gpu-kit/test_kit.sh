@@ -76,12 +76,16 @@ check "nvmlInit fails: not available" report_is "$tmp/noinit/report.json" \
 check "old driver: exit 0" run_kit "$tmp/old" 0 -- --fake "$old"
 check "old driver: snapshot not measured, reason given" report_is "$tmp/old/report.json" \
   'r["status"] == "pass" and s["snapshot"]["status"] == "not measured" and "r570" in s["snapshot"]["reason"]'
-# 5. A library that disagrees with the driver: non-zero.
+# 5. MIG on with no instance: CUDA sees no device, so the CUDA parts cannot run.
+check "no CUDA device: exit 0" run_kit "$tmp/nodev" 0 FAKE_CUDA_NO_DEVICE=1 -- --fake "$fakes"
+check "no CUDA device: load and snapshot not measured, reason given" report_is "$tmp/nodev/report.json" \
+  'r["status"] == "pass" and s["snapshot"]["status"] == "not measured" and "MIG mode on" in s["snapshot"]["reason"] and s["metrics"]["gpm_under_load"]["status"] == "not measured"'
+# 6. A library that disagrees with the driver: non-zero.
 check "wrong library: exit 1" run_kit "$tmp/wrong" 1 ACCELERATOR_VENDOR=stub -- --fake "$fakes" --lib "$stub"
 check "wrong library: mismatch rows" report_is "$tmp/wrong/report.json" \
   'r["status"] == "mismatch" and s["discovery"]["mismatches"] > 0'
 
-# 6. The kit never changes device state, and the guard notices when it would.
+# 7. The kit never changes device state, and the guard notices when it would.
 check "kit has no device-changing call" "$kit/check_forbidden.sh" "$kit"
 mkdir -p "$tmp/planted"
 cp "$kit/kit.py" "$kit/run.sh" "$tmp/planted/"

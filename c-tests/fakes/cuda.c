@@ -153,13 +153,20 @@ int fake_cuda_state(int pid) {
  * and memory entry points, prototypes as in cuda.h (CUdevice int,
  * CUdeviceptr 64-bit, handles opaque pointers). Device memory is host
  * memory; a launch does no work. Scripting: FAKE_CUDA_MEM_TOTAL=bytes
- * (default 80 GiB) is what cuMemGetInfo_v2 reports as total. ==== */
+ * (default 80 GiB) is what cuMemGetInfo_v2 reports as total;
+ * FAKE_CUDA_NO_DEVICE=1 makes cuDeviceGet/Count see no device
+ * (CUDA_ERROR_NO_DEVICE, 100), as on a GPU in MIG mode with no instance. ==== */
 #include <stddef.h>
 #include <stdint.h>
 
 typedef uint64_t CUdeviceptr;
 static size_t kit_allocated;
 static int kit_module, kit_function, kit_context;
+
+static int kit_no_device(void) {
+  const char *n = getenv("FAKE_CUDA_NO_DEVICE");
+  return n && *n && strcmp(n, "0") != 0;
+}
 
 static size_t kit_total(void) {
   const char *t = getenv("FAKE_CUDA_MEM_TOTAL");
@@ -171,13 +178,17 @@ CUresult cuDeviceGetCount(int *n) {
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!n)
     return CUDA_ERROR_INVALID_VALUE;
-  *n = 1;
+  *n = kit_no_device() ? 0 : 1;
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGet(int *dev, int ordinal) {
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (!dev || ordinal != 0)
+  if (!dev)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (kit_no_device())
+    return 100; /* CUDA_ERROR_NO_DEVICE */
+  if (ordinal != 0)
     return CUDA_ERROR_INVALID_VALUE;
   *dev = 0;
   return CUDA_SUCCESS;
