@@ -9,7 +9,7 @@ dir=${1:?usage: check_forbidden.sh KIT_DIR}
 # nvidia-smi option passed as an argument. Comments that name them are fine.
 src_pattern='["'"'"'](nvmlDeviceSet|nvmlDeviceReset|nvmlDeviceClear|nvmlGpuInstanceCreate|nvmlDeviceCreateGpuInstance|nvmlSystemSet|nvmlUnitSet)|(nvmlDeviceSet|nvmlDeviceReset|nvmlDeviceClear|nvmlSystemSet|nvmlUnitSet)[A-Za-z_0-9]*[[:space:]]*\(|["'"'"'](-r|--gpu-reset|-pm|--persistence-mode|-pl|--power-limit|-ac|--applications-clocks|-rac|-lgc|--lock-gpu-clocks|-rgc|-lmc|-rmc|-mig|--multi-instance-gpu|-c|--compute-mode|-e|--ecc-config|-am|-caa|mig)["'"'"']|nvidia-smi[^#\n]*[[:space:]](-r|--gpu-reset|-pm|-pl|-ac|-rac|-lgc|-rgc|-lmc|-rmc|-mig|-c|-e|mig)([[:space:]]|$)'
 bad=0
-for f in "$dir"/*.sh "$dir"/*.py "$dir"/*.c; do
+for f in "$dir"/*.sh "$dir"/*.py "$dir"/*.c "$dir"/*.h; do
   [ -f "$f" ] || continue
   [ "$(basename "$f")" = check_forbidden.sh ] && continue
   if grep -nE "$src_pattern" "$f"; then

@@ -11,15 +11,16 @@ $(KIT_DIR)/kit_cuda: gpu-kit/kit_cuda.c
 	@mkdir -p $(KIT_DIR)
 	$(CC) $(CFLAGS) -o $@ $< -ldl
 
-$(KIT_DIR)/kit_lib: gpu-kit/kit_lib.c include/accelerator.h
+$(KIT_DIR)/kit_lib: gpu-kit/kit_lib.c c-tests/nvml_raw.h include/accelerator.h
 	@mkdir -p $(KIT_DIR)
-	$(CC) $(CFLAGS) -o $@ $< -ldl
+	$(CC) $(CFLAGS) -Ic-tests -o $@ $< -ldl
 
 .PHONY: gpu-kit test-gpu-kit
 gpu-kit: $(BUILD)/libaccelerator_nvidia.so $(BUILD)/probe $(LIMITER_SO) $(KIT_DIR)/kit_cuda $(KIT_DIR)/kit_lib
 	cp $(BUILD)/libaccelerator_nvidia.so $(BUILD)/probe $(LIMITER_SO) $(KIT_DIR)/
 	cp gpu-kit/run.sh gpu-kit/kit.py gpu-kit/check_forbidden.sh gpu-kit/README.md $(KIT_DIR)/
-	cp gpu-kit/kit_cuda.c gpu-kit/kit_lib.c $(KIT_DIR)/
+	@# Sources, to rebuild there if ever needed: cc -I. -o kit_lib kit_lib.c -ldl
+	cp gpu-kit/kit_cuda.c gpu-kit/kit_lib.c c-tests/nvml_raw.h include/accelerator.h $(KIT_DIR)/
 	@# The preload hook is optional (the limits section needs it).
 	if [ -f $(HOOK_SO) ]; then cp $(HOOK_SO) $(KIT_DIR)/; else rm -f $(KIT_DIR)/libcuda_limiter.so; fi
 	@echo "GPU kit in $(KIT_DIR): copy it to the GPU machine and run ./run.sh there"

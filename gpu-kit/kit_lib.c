@@ -20,23 +20,9 @@
 #include <time.h>
 
 #include "accelerator.h"
+#include "nvml_raw.h"
 
 #define CALLS 1000
-
-typedef int (*nvml_fn)();
-typedef struct {
-  unsigned fieldId, scopeId;
-  long long timestamp, latencyUsec;
-  int valueType;
-  int nvmlReturn;
-  unsigned long long value;
-} field_t;
-typedef struct {
-  unsigned long long total, free, used;
-} memory_t;
-typedef struct {
-  unsigned gpu, memory;
-} util_t;
 
 /* DeviceMetrics of ../shared/ABI-v2.md (4,728 bytes). */
 typedef struct {
@@ -54,17 +40,6 @@ typedef struct {
 } v2_metrics_t;
 _Static_assert(sizeof(v2_metrics_t) == 4728, "ABI-v2 DeviceMetrics is 4,728 bytes");
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static void *need(void *lib, const char *name) {
   void *p = dlsym(lib, name);
   if (!p) {
@@ -76,24 +51,12 @@ static void *need(void *lib, const char *name) {
 
 static Result (*get_metrics)(const char **, size_t, DeviceMetrics *);
 static int (*accel_metrics)(const char **, size_t, v2_metrics_t *);
-static nvml_fn by_uuid, field_values, power, temperature, memory, utilization;
+static raw_nvml nvml_calls;
 static const char *uuid;
 static int failures;
 static v2_metrics_t v2;
 
-static void op_raw(void) {
-  void *h;
-  field_t f[2] = {{.fieldId = 198}, {.fieldId = 197}};
-  unsigned mw, temp;
-  memory_t mem;
-  util_t u;
-  failures += by_uuid(uuid, &h) != 0;
-  field_values(h, 2, f);
-  power(h, &mw);
-  temperature(h, 0, &temp);
-  memory(h, &mem);
-  utilization(h, &u);
-}
+static void op_raw(void) { failures += raw_nvml_calls(&nvml_calls, uuid) != 0; }
 
 static void op_v1(void) {
   DeviceMetrics m;
@@ -108,11 +71,11 @@ static void measure(const char *name, void (*op)(void), int last) {
   for (int i = 0; i < 100; i++)
     op();
   for (int i = 0; i < CALLS; i++) {
-    double t0 = now_ns();
+    double t0 = raw_now_ns();
     op();
-    s[i] = now_ns() - t0;
+    s[i] = raw_now_ns() - t0;
   }
-  qsort(s, CALLS, sizeof s[0], cmp);
+  qsort(s, CALLS, sizeof s[0], raw_cmp_double);
   printf("\"%s\":{\"median_ns\":%.0f,\"p99_ns\":%.0f}%s", name, s[CALLS / 2], s[CALLS * 99 / 100],
          last ? "" : ",");
 }
@@ -126,13 +89,11 @@ static int metrics_cost(const char *lib_path, const char *nvml_path) {
   }
   get_metrics = (Result(*)(const char **, size_t, DeviceMetrics *))need(acc, "GetDeviceMetrics");
   accel_metrics = (int (*)(const char **, size_t, v2_metrics_t *))dlsym(acc, "AccelGetDeviceMetrics");
-  ((nvml_fn)need(nvml, "nvmlInit_v2"))();
-  by_uuid = (nvml_fn)need(nvml, "nvmlDeviceGetHandleByUUID");
-  field_values = (nvml_fn)need(nvml, "nvmlDeviceGetFieldValues");
-  power = (nvml_fn)need(nvml, "nvmlDeviceGetPowerUsage");
-  temperature = (nvml_fn)need(nvml, "nvmlDeviceGetTemperature");
-  memory = (nvml_fn)need(nvml, "nvmlDeviceGetMemoryInfo");
-  utilization = (nvml_fn)need(nvml, "nvmlDeviceGetUtilizationRates");
+  const char *missing = raw_nvml_open(&nvml_calls, nvml);
+  if (missing) {
+    printf("{\"error\":\"%s missing\"}\n", missing);
+    return 1;
+  }
 
   printf("{\"calls\":%d,\"cost\":{", CALLS);
   measure("raw_nvml", op_raw, 0);
@@ -145,17 +106,18 @@ static int metrics_cost(const char *lib_path, const char *nvml_path) {
   /* Values: the library's and NVML's, read back to back. */
   DeviceMetrics m;
   int rc = get_metrics(&uuid, 1, &m);
+  const raw_nvml *r = &nvml_calls;
   void *h = NULL;
   unsigned mw = 0, temp = 0;
-  memory_t mem = {0, 0, 0};
-  util_t u = {0, 0};
-  field_t f[2] = {{.fieldId = 198}, {.fieldId = 197}};
-  by_uuid(uuid, &h);
-  power(h, &mw);
-  temperature(h, 0, &temp);
-  memory(h, &mem);
-  utilization(h, &u);
-  field_values(h, 2, f);
+  nvml_memory_t mem = {0, 0, 0};
+  nvml_util_t u = {0, 0};
+  nvml_field_t f[2] = {{.fieldId = 198}, {.fieldId = 197}};
+  r->by_uuid(uuid, &h);
+  r->power(h, &mw);
+  r->temperature(h, 0, &temp);
+  r->memory(h, &mem);
+  r->utilization(h, &u);
+  r->field_values(h, 2, f);
   printf("\"library\":{\"rc\":%d,\"powerUsageWatts\":%.3f,\"temperatureCelsius\":%.1f,"
          "\"memoryUsedBytes\":%llu,\"memoryTotalBytes\":%llu,\"smActivePercent\":%u,"
          "\"tensorCoreUsagePercent\":%u,\"pcieRxBytes\":%llu,\"pcieTxBytes\":%llu},",
@@ -179,7 +141,7 @@ static int metrics_cost(const char *lib_path, const char *nvml_path) {
 
 typedef int (*ckpt_fn)(int, void *);
 
-static double ms_since(double t0) { return (now_ns() - t0) / 1e6; }
+static double ms_since(double t0) { return (raw_now_ns() - t0) / 1e6; }
 
 /* The library's last error as JSON string content (quotes and backslashes
  * replaced, control characters dropped). */
@@ -205,13 +167,13 @@ static int snapshot_pid(const char *lib_path, const char *cuda_path, int pid) {
   ProcessArray pa = {.processIds = pids, .processCount = 1};
   snprintf(pa.deviceUUID, sizeof pa.deviceUUID, "%s", uuid);
 
-  double t0 = now_ns();
+  double t0 = raw_now_ns();
   int rs = (int)snap(&pa);
   double snap_ms = ms_since(t0);
   char snap_err[512] = "";
   if (rs != RESULT_SUCCESS)
     error_text(snap_err, sizeof snap_err, last_error());
-  t0 = now_ns();
+  t0 = raw_now_ns();
   int rr = rs == RESULT_SUCCESS ? (int)resume(&pa) : -1;
   double resume_ms = ms_since(t0);
   char resume_err[512] = "";
@@ -232,7 +194,7 @@ static int snapshot_pid(const char *lib_path, const char *cuda_path, int pid) {
     uint64_t args[8] = {0}; /* lock: timeoutMs 0 = none; the others reserved */
     if (i == 0)
       args[0] = 10000; /* timeoutMs 10 s in the low word, as the library passes */
-    t0 = now_ns();
+    t0 = raw_now_ns();
     int r = ok && f ? f(pid, args) : -1;
     double ms = ms_since(t0);
     ok &= r == 0;
