@@ -59,6 +59,8 @@ ENV.update({
     "ACCELERATOR_NVML_PATH": NVML_PATH,
     "ACCELERATOR_CUDA_PATH": CUDA_PATH,
     "KIT_CUDA_PATH": CUDA_PATH,
+    # CUDA device 0 must be NVML's index 0, the device the kit measures.
+    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
     "ACCELERATOR_STATE_DIR": STATE_DIR,
     "ACCELERATOR_LOG": ENV.get("ACCELERATOR_LOG", "warn"),
 })
@@ -269,7 +271,8 @@ def discovery(nv, devices):
         mig_on = bool(mig and mig[0] == 1)
         caps = d.get("capabilities", {})
         smi_mig = s.get("mig.mode.current")
-        compare(rows, i, "MIG mode on", caps.get("supportsPartitioning", False) and mig_on,
+        # The library offers MIG partitions exactly when MIG mode is on.
+        compare(rows, i, "MIG mode on (library: partitioning offered)", caps.get("supportsPartitioning", False),
                 mig_on if mig is not None else False,
                 None if smi_mig is None else smi_mig.lower() == "enabled")
         instances = 0
