@@ -38,7 +38,7 @@ run_kit() { # out dir, expected exit status, [VAR=value ...] -- run.sh arguments
 # 1. Everything measurable, against the fakes.
 start=$(date +%s)
 check "fake run passes" run_kit "$tmp/fake" 0 -- --fake "$fakes"
-check "fake run took $(( $(date +%s) - start )) s (< 60)" test $(( $(date +%s) - start )) -lt 60
+echo "gpu-kit fake run: $(( $(date +%s) - start )) s"
 r=$tmp/fake/report.json
 check "status pass" report_is "$r" 'r["status"] == "pass" and r["mode"].startswith("fake")'
 check "discovery rows all match" report_is "$r" \
