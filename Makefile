@@ -61,7 +61,7 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/*.h include/accelerator.h
 TEST_RUN_EXTRA :=
 VALGRIND_EXTRA :=
 -include vendors/*/vendor.mk limiter/limiter.mk hook/hook.mk go/go.mk packaging/packaging.mk probe/probe.mk \
-         c-tests/v2/v2.mk
+         c-tests/v2/v2.mk gpu-kit/gpu-kit.mk
 
 # The limiter's records reach every vendor's per-process functions: run
 # against the stub and against each vendor's fake driver.

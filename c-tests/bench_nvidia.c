@@ -13,35 +13,10 @@
 #include <time.h>
 
 #include "accelerator.h"
+#include "nvml_raw.h"
 
 #define ROUNDS 201
 #define BATCH 100
-
-typedef int (*nvml_fn)();
-typedef struct {
-  unsigned fieldId, scopeId;
-  long long timestamp, latencyUsec;
-  int valueType;
-  int nvmlReturn;
-  unsigned long long value;
-} field_t;
-typedef struct {
-  unsigned long long total, free, used;
-} memory_t;
-typedef struct {
-  unsigned gpu, memory;
-} util_t;
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 typedef void (*op_fn)(void);
 
@@ -51,12 +26,12 @@ static void measure(const char *name, op_fn op, double *median_out) {
   for (int i = 0; i < BATCH; i++)
     op(); /* warm-up */
   for (int r = 0; r < ROUNDS; r++) {
-    double t0 = now_ns();
+    double t0 = raw_now_ns();
     for (int i = 0; i < BATCH; i++)
       op();
-    s[r] = (now_ns() - t0) / BATCH;
+    s[r] = (raw_now_ns() - t0) / BATCH;
   }
-  qsort(s, ROUNDS, sizeof s[0], cmp);
+  qsort(s, ROUNDS, sizeof s[0], raw_cmp_double);
   printf("| %-44s | %10.0f | %10.0f |\n", name, s[ROUNDS / 2], s[ROUNDS * 99 / 100]);
   if (median_out)
     *median_out = s[ROUNDS / 2];
@@ -64,7 +39,7 @@ static void measure(const char *name, op_fn op, double *median_out) {
 
 static Result (*get_all)(ExtendedDeviceInfo *, size_t, size_t *);
 static Result (*get_metrics)(const char **, size_t, DeviceMetrics *);
-static nvml_fn by_uuid, field_values, power, temperature, memory, utilization;
+static raw_nvml nvml_calls;
 static ExtendedDeviceInfo devs[8];
 static const char *uuid;
 
@@ -82,18 +57,8 @@ static void op_metrics(void) {
 
 /* The NVML calls GetDeviceMetrics makes for one device in steady state. */
 static void op_raw(void) {
-  void *h;
-  field_t f[2] = {{.fieldId = 198}, {.fieldId = 197}};
-  unsigned mw, temp;
-  memory_t mem;
-  util_t u;
-  if (by_uuid(uuid, &h) != 0)
+  if (raw_nvml_calls(&nvml_calls, uuid) != 0)
     abort();
-  field_values(h, 2, f);
-  power(h, &mw);
-  temperature(h, 0, &temp);
-  memory(h, &mem);
-  utilization(h, &u);
 }
 
 static void *must(void *lib, const char *name) {
@@ -119,13 +84,11 @@ int main(int argc, char **argv) {
   }
   get_all = (Result(*)(ExtendedDeviceInfo *, size_t, size_t *))must(acc, "GetAllDevices");
   get_metrics = (Result(*)(const char **, size_t, DeviceMetrics *))must(acc, "GetDeviceMetrics");
-  ((nvml_fn)must(nvml, "nvmlInit_v2"))();
-  by_uuid = (nvml_fn)must(nvml, "nvmlDeviceGetHandleByUUID");
-  field_values = (nvml_fn)must(nvml, "nvmlDeviceGetFieldValues");
-  power = (nvml_fn)must(nvml, "nvmlDeviceGetPowerUsage");
-  temperature = (nvml_fn)must(nvml, "nvmlDeviceGetTemperature");
-  memory = (nvml_fn)must(nvml, "nvmlDeviceGetMemoryInfo");
-  utilization = (nvml_fn)must(nvml, "nvmlDeviceGetUtilizationRates");
+  const char *missing = raw_nvml_open(&nvml_calls, nvml);
+  if (missing) {
+    fprintf(stderr, "missing %s\n", missing);
+    return 2;
+  }
 
   size_t n = 0;
   if (get_all(devs, 8, &n) != RESULT_SUCCESS || n == 0) {

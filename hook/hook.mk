@@ -20,7 +20,7 @@ $(HOOK_SO): FORCE
 	@mkdir -p $(BUILD)
 	cp target/hook/release/libcuda_limiter.so $@
 
-$(HOOK_BIN)/%: c-tests/hook/%.c c-tests/hook/hook_app.h c-tests/test_util.h
+$(HOOK_BIN)/%: c-tests/hook/%.c c-tests/hook/hook_app.h c-tests/test_util.h c-tests/ns_util.h
 	@mkdir -p $(HOOK_BIN)
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 
@@ -53,3 +53,20 @@ hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
 
 bench: hook-bench
 TEST_RUN_EXTRA += hook-test
+
+# ---- compute limits (issue 17): launches throttled, steered by measured utilization.
+# test_compute drives app_launch on the fake driver's simulated device timeline
+# (c-tests/fakes/timeline.h), measured by the fake NVML.
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/timeline.h
+$(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h
+COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
+$(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/fakes/timeline.h c-tests/test_util.h
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl
+
+.PHONY: compute-test
+compute-test: $(COMPUTE_DEPS)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+	  $(HOOK_BIN)/test_compute $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
+	  $(LIMITER_SO) $(HOOK_BIN)/app_launch
+TEST_RUN_EXTRA += compute-test

@@ -21,7 +21,7 @@ $(LIMITER_SO): FORCE
 
 include/limiter.h: $(LIMITER_SO)
 
-$(LIMITER_BIN)/%: c-tests/limiter/%.c c-tests/limiter/*.h c-tests/test_util.h \
+$(LIMITER_BIN)/%: c-tests/limiter/%.c c-tests/limiter/*.h c-tests/test_util.h c-tests/ns_util.h \
                   include/accelerator.h include/limiter.h
 	@mkdir -p $(LIMITER_BIN)
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread

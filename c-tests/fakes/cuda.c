@@ -96,6 +96,7 @@ CUresult cuGetErrorName(CUresult r, const char **name) {
   return CUDA_SUCCESS;
 }
 
+#ifndef FAKE_CUDA_NO_CHECKPOINT /* a driver before r570 (CUDA 12.8) */
 #define STEP(fn, from, to)                                                     \
   do {                                                                         \
     if (!initialised)                                                          \
@@ -140,6 +141,7 @@ CUresult cuCheckpointProcessUnlock(int pid, void *args) {
   (void)args;
   STEP(__func__, LOCKED, RUNNING);
 }
+#endif
 
 /* For the tests: the state of a process, -1 if it is not a CUDA process. */
 int fake_cuda_state(int pid) {
@@ -151,8 +153,10 @@ int fake_cuda_state(int pid) {
  *
  * Two devices with real accounting of their memory: every allocation entry
  * point takes bytes from its device (CUDA_ERROR_OUT_OF_MEMORY beyond its
- * total), every free gives them back, and a context reserves CTX_RESERVE
- * bytes while it exists, as a driver's does. Device 0 is the fake NVML's
+ * total), every free gives them back, and a context reserves device
+ * memory while it exists (FAKE_CUDA_CTX_RESERVE, default 64 MiB, read at each
+ * creation; a primary context from its first retain to its last release or
+ * reset), as a driver's does. Device 0 is the fake NVML's
  * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
  * vendor apply to it; device 1 has no NVML twin.
  *
@@ -163,14 +167,29 @@ int fake_cuda_state(int pid) {
  * Built with -Wl,-Bsymbolic: the addresses it hands out are its own
  * functions, never a preloaded library's.
  *
+ * Device memory lives at fake addresses (from 1 << 40), backed by nothing,
+ * until a cuMemcpy first touches an allocation: then it gets a host buffer
+ * of its size (freed with it), so data written to the device reads back.
+ * Contexts, modules and launches are just enough for the GPU verification
+ * kit (gpu-kit/kit_cuda.c): a launch is checked and does no work.
+ *
+ * Scripting: FAKE_CUDA_NO_DEVICE=1 makes the driver see no device
+ * (cuDeviceGetCount 0, cuDeviceGet CUDA_ERROR_NO_DEVICE), as on a GPU in
+ * MIG mode with no instance. Built with -DFAKE_CUDA_NO_CHECKPOINT it is a
+ * driver before r570, without the checkpoint API.
+ *
  * For the tests: fake_cuda_calls(name) counts calls of one entry point;
  * fake_cuda_mem(dev, &used, &allocations) reads a device's used bytes and
- * how many allocations ever reached the driver. */
+ * how many allocations ever reached the driver; fake_cuda_used_on(uuid) the
+ * bytes held on the device of an NVML UUID text (the fake NVML adds them to
+ * its used memory, as a real NVML sees the driver's). */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum {
   CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
@@ -188,6 +207,8 @@ typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUctx_st { int dev; } *CUcontext;
 typedef void *CUstream, *CUmemoryPool, *CUarray, *CUmipmappedArray;
+typedef struct CUmod_st { int dev; } *CUmodule;
+typedef struct CUfunc_st { CUmodule mod; } *CUfunction;
 typedef struct { unsigned char bytes[16]; } CUuuid;
 typedef struct { size_t Width, Height; unsigned Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR;
 typedef struct {
@@ -203,9 +224,14 @@ typedef struct {
 } CUmemAllocationProp;
 
 #define NDEV 2
-#define CTX_RESERVE (64ULL << 20)
+/* What a context reserves (FAKE_CUDA_CTX_RESERVE bytes, default 64 MiB). */
+static unsigned long long ctx_reserve(void) {
+  const char *e = getenv("FAKE_CUDA_CTX_RESERVE");
+  return e && *e ? strtoull(e, NULL, 0) : 64ULL << 20;
+}
 #define PITCH_ALIGN 256
 static const unsigned long long dev_total[NDEV] = {51539607552ULL, 25769803776ULL};
+static const int dev_sms[NDEV] = {84, 72}; /* an A40's, an A10's */
 static const CUuuid dev_uuid[NDEV] = {
     {{0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
       0x11, 0xa4}},
@@ -216,6 +242,7 @@ static const CUuuid dev_uuid[NDEV] = {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long long dev_used[NDEV], allocations, next_address = 1ULL << 40;
 static struct CUctx_st primary[NDEV];
+static unsigned primary_refs[NDEV];
 static _Thread_local CUcontext current;
 
 /* The books survive fork() from a threaded program, as a driver's do. */
@@ -226,9 +253,14 @@ static void install_fork_handlers(void) {
   pthread_atfork(lock_books, unlock_books, unlock_books);
 }
 
-/* Live allocations: key -> (device, bytes), a linear table. */
+/* Live allocations: key -> (device, bytes), a linear table; `host` backs a
+ * K_PTR allocation once a memcpy has touched it. */
 #define MAXBLK 4096
-static struct { unsigned long long key, bytes; int dev, kind; } blk[MAXBLK];
+static struct {
+  unsigned long long key, bytes;
+  int dev, kind;
+  unsigned char *host;
+} blk[MAXBLK];
 static int nblk;
 
 /* Call counters by entry point name. */
@@ -263,6 +295,24 @@ int fake_cuda_mem(int dev, unsigned long long *used, unsigned long long *allocs)
   return CUDA_SUCCESS;
 }
 
+unsigned long long fake_cuda_used_on(const char *uuid) {
+  unsigned long long n = 0;
+  for (int d = 0; d < NDEV; d++) {
+    char text[48];
+    const unsigned char *b = dev_uuid[d].bytes;
+    snprintf(text, sizeof text,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+    if (uuid && strcmp(uuid, text) == 0) {
+      pthread_mutex_lock(&mu);
+      n = dev_used[d];
+      pthread_mutex_unlock(&mu);
+    }
+  }
+  return n;
+}
+
 /* Take `bytes` on `dev` for a new object of `kind`; its key in *key (a new
  * address, or *key itself when `given`). */
 static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned long long *key,
@@ -283,6 +333,7 @@ static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned lo
     blk[nblk].bytes = bytes;
     blk[nblk].dev = dev;
     blk[nblk].kind = kind;
+    blk[nblk].host = NULL;
     nblk++;
     dev_used[dev] += bytes;
   }
@@ -298,6 +349,7 @@ static CUresult give(unsigned long long key, int kind) {
   for (int i = 0; i < nblk; i++)
     if (blk[i].key == key && blk[i].kind == kind) {
       dev_used[blk[i].dev] -= blk[i].bytes;
+      free(blk[i].host);
       blk[i] = blk[--nblk];
       r = CUDA_SUCCESS;
       break;
@@ -315,17 +367,22 @@ static CUresult current_dev(int *dev) {
   *dev = current->dev;
   return CUDA_SUCCESS;
 }
-enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP };
+enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP, K_CTX };
 
 /* Called by every entry point that needs a context (cuInit first). */
 static void books_fork_safe(void) { pthread_once(&fork_once, install_fork_handlers); }
 
+/* How many devices the driver sees (none under FAKE_CUDA_NO_DEVICE). */
+static int ndev(void) {
+  const char *n = getenv("FAKE_CUDA_NO_DEVICE");
+  return n && *n && strcmp(n, "0") != 0 ? 0 : NDEV;
+}
 CUresult cuDeviceGetCount(int *n) {
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!n)
     return CUDA_ERROR_INVALID_VALUE;
-  *n = NDEV;
+  *n = ndev();
   return CUDA_SUCCESS;
 }
 /* The checks of a call that writes `out` about device `d`, in the driver's order. */
@@ -334,11 +391,13 @@ static CUresult device_call(const void *out, CUdevice d) {
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!out)
     return CUDA_ERROR_INVALID_VALUE;
-  if (d < 0 || d >= NDEV)
+  if (d < 0 || d >= ndev())
     return CUDA_ERROR_INVALID_DEVICE;
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  if (initialised && ndev() == 0)
+    return CUDA_ERROR_NO_DEVICE;
   CUresult r = device_call(d, ordinal);
   if (r == CUDA_SUCCESS)
     *d = ordinal;
@@ -358,6 +417,15 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     *bytes = dev_total[d];
   return r;
 }
+/* Only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (16). */
+CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+  CUresult r = device_call(v, d);
+  if (r == CUDA_SUCCESS && attr != 16)
+    r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS)
+    *v = dev_sms[d];
+  return r;
+}
 
 static CUresult ctx_create(CUcontext *c, CUdevice d) {
   CUresult r = device_call(c, d);
@@ -367,8 +435,8 @@ static CUresult ctx_create(CUcontext *c, CUdevice d) {
   if (!ctx)
     return CUDA_ERROR_OUT_OF_MEMORY;
   /* The reservation is found again by the context's address. */
-  unsigned long long key = (uintptr_t)ctx;
-  r = take_as(d, CTX_RESERVE, K_HANDLE, &key, 1);
+  unsigned long long key = (uintptr_t)ctx, reserve = ctx_reserve();
+  r = reserve ? take_as(d, reserve, K_CTX, &key, 1) : CUDA_SUCCESS;
   if (r != CUDA_SUCCESS) {
     free(ctx);
     return r;
@@ -389,10 +457,17 @@ CUresult cuCtxCreate_v3(CUcontext *c, void *params, int n, unsigned flags, CUdev
     return CUDA_ERROR_INVALID_VALUE;
   return ctx_create(c, d);
 }
+CUresult cuCtxCreate_v4(CUcontext *c, void *params, unsigned flags, CUdevice d) {
+  count(__func__);
+  (void)params;
+  (void)flags;
+  return ctx_create(c, d);
+}
 CUresult cuCtxDestroy_v2(CUcontext c) {
-  if (!c)
+  count(__func__);
+  if (!c || (c >= primary && c < primary + NDEV))
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = give((uintptr_t)c, K_HANDLE);
+  CUresult r = ctx_reserve() ? give((uintptr_t)c, K_CTX) : CUDA_SUCCESS;
   if (r != CUDA_SUCCESS)
     return CUDA_ERROR_INVALID_CONTEXT;
   if (current == c)
@@ -401,13 +476,37 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  count(__func__);
   CUresult r = device_call(c, d);
+  if (r != CUDA_SUCCESS)
+    return r;
+  unsigned long long key = (uintptr_t)&primary[d], reserve = ctx_reserve();
+  if (primary_refs[d] == 0 && reserve)
+    r = take_as(d, reserve, K_CTX, &key, 1);
   if (r == CUDA_SUCCESS) {
+    primary_refs[d]++;
     primary[d].dev = d;
     *c = &primary[d];
   }
   return r;
 }
+/* The primary context's reservation ends with its last reference. */
+static CUresult primary_end(CUdevice d, int all) {
+  CUresult r = device_call(&primary[0], d);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (primary_refs[d] == 0)
+    return all ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  primary_refs[d] = all ? 0 : primary_refs[d] - 1;
+  if (primary_refs[d] == 0) {
+    give((uintptr_t)&primary[d], K_CTX);
+    if (current == &primary[d])
+      current = NULL;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { count(__func__); return primary_end(d, 0); }
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { count(__func__); return primary_end(d, 1); }
 CUresult cuCtxSetCurrent(CUcontext c) {
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
@@ -431,6 +530,36 @@ CUresult cuCtxGetDevice(CUdevice *d) {
     *d = dev;
   return r;
 }
+CUresult cuCtxSynchronize(void) {
+  int dev;
+  return current_dev(&dev);
+}
+
+/* ---- modules: one per device (PTX text with an entry point), one function each ---- */
+static struct CUmod_st modules[NDEV];
+static struct CUfunc_st functions[NDEV];
+CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  int dev;
+  if (!m || !image || !strstr((const char *)image, ".entry"))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  if (r == CUDA_SUCCESS) {
+    modules[dev].dev = dev;
+    *m = &modules[dev];
+  }
+  return r;
+}
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  if (!f || !name)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules)
+    return CUDA_ERROR_INVALID_HANDLE;
+  functions[m->dev].mod = m;
+  *f = &functions[m->dev];
+  return CUDA_SUCCESS;
+}
+
+/* Launches: cuda_launch.inc (the simulated device timeline), included below. */
 
 /* ---- allocations and frees ---- */
 static CUresult alloc_ptr(const char *fn, CUdeviceptr *p, unsigned long long bytes) {
@@ -570,6 +699,39 @@ CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
   pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
 }
+/* ---- copies: through the host buffer behind [p, p + n) of one allocation ---- */
+static CUresult copy(CUdeviceptr p, void *host, size_t n, int to_device) {
+  int dev;
+  if (!host)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nblk; i++)
+    if (blk[i].kind == K_PTR && p >= blk[i].key && p - blk[i].key < blk[i].bytes) {
+      if (n > blk[i].bytes - (p - blk[i].key))
+        break;
+      if (!blk[i].host)
+        blk[i].host = calloc(1, blk[i].bytes);
+      if (!blk[i].host) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        break;
+      }
+      unsigned char *d = blk[i].host + (p - blk[i].key);
+      memcpy(to_device ? d : host, to_device ? host : d, n);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+  return copy(dst, (void *)src, n, 1);
+}
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return copy(src, dst, n, 0); }
+
 /* The 32-bit v1 ABI. */
 CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
   size_t f, t;
@@ -580,6 +742,8 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
   *total = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
   return r;
 }
+
+#include "cuda_launch.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -597,13 +761,20 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetUuid", (void *)cuDeviceGetUuid, 9020, 0},
     {"cuDeviceGetUuid", (void *)cuDeviceGetUuid_v2, 11040, 0},
     {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2, 3020, 0},
+    {"cuDeviceGetAttribute", (void *)cuDeviceGetAttribute, 2000, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v2, 3020, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v3, 11040, 0},
+    {"cuCtxCreate", (void *)cuCtxCreate_v4, 13000, 0},
     {"cuCtxDestroy", (void *)cuCtxDestroy_v2, 4000, 0},
     {"cuCtxSetCurrent", (void *)cuCtxSetCurrent, 4000, 0},
     {"cuCtxGetCurrent", (void *)cuCtxGetCurrent, 4000, 0},
     {"cuCtxGetDevice", (void *)cuCtxGetDevice, 2000, 0},
     {"cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain, 7000, 0},
+    {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2, 11000, 0},
+    {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2, 11000, 0},
+    {"cuCtxSynchronize", (void *)cuCtxSynchronize, 2000, 0},
+    {"cuModuleLoadData", (void *)cuModuleLoadData, 2000, 0},
+    {"cuModuleGetFunction", (void *)cuModuleGetFunction, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch_v2, 3020, 0},
@@ -625,6 +796,16 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuMemFreeAsync", (void *)cuMemFreeAsync_ptsz, 11020, PT},
     {"cuMemGetInfo", (void *)cuMemGetInfo, 2000, 0},
     {"cuMemGetInfo", (void *)cuMemGetInfo_v2, 3020, 0},
+    {"cuLaunchKernel", (void *)cuLaunchKernel, 4000, 0},
+    {"cuLaunchKernel", (void *)cuLaunchKernel_ptsz, 4000, PT},
+    {"cuLaunchKernelEx", (void *)cuLaunchKernelEx, 11060, 0},
+    {"cuLaunchKernelEx", (void *)cuLaunchKernelEx_ptsz, 11060, PT},
+    {"cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel, 9000, 0},
+    {"cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel_ptsz, 9000, PT},
+    {"cuGraphLaunch", (void *)cuGraphLaunch, 10000, 0},
+    {"cuGraphLaunch", (void *)cuGraphLaunch_ptsz, 10000, PT},
+    {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2, 3020, 0},
+    {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2, 3020, 0},
 };
 
 static CUresult lookup(const char *symbol, void **pfn, int version, unsigned long long flags,

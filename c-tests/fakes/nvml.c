@@ -19,6 +19,7 @@
  * Ranges follow nvml.h 13.x: GPU-instance profile ids 0..0x11, compute-
  * instance profiles 0..8, NVML_NVLINK_MAX_LINKS 36, NVML_GPM_METRIC_MAX 333.
  */
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,19 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(void *h, unsigned *n) {
   *n = (unsigned)g->numa;
   return NVML_SUCCESS;
 }
+/* Device memory the fake driver holds on `g` when this process has loaded
+ * it (libcuda.so.1's fake_cuda_used_on): a real NVML sees the driver's
+ * allocations and contexts in its used memory. */
+static unsigned long long driver_used(const gpu_t *g) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!cuda)
+    return 0;
+  unsigned long long (*used)(const char *) =
+      (unsigned long long (*)(const char *))dlsym(cuda, "fake_cuda_used_on");
+  unsigned long long n = used ? used(g->uuid) : 0;
+  dlclose(cuda);
+  return n;
+}
 typedef struct {
   unsigned version;
   unsigned long long total, reserved, free, used;
@@ -249,8 +263,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(void *h, mem_v2_t *m) {
     return NVML_ERROR_INVALID_ARGUMENT;
   m->total = g->mem_total;
   m->reserved = 0;
-  m->used = g->mem_used;
-  m->free = g->mem_total - g->mem_used;
+  m->used = g->mem_used + driver_used(g);
+  m->free = g->mem_total - m->used;
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, unsigned long long m[3]) {
@@ -264,8 +278,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(void *h, unsigned long long m[3]) {
   }
   GPU(h);
   m[0] = g->mem_total;
-  m[1] = g->mem_total - g->mem_used;
-  m[2] = g->mem_used;
+  m[2] = g->mem_used + driver_used(g);
+  m[1] = g->mem_total - m[2];
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetNumGpuCores(void *h, unsigned *n) {
@@ -506,11 +520,43 @@ typedef struct {
   unsigned long long timeStamp;
   unsigned smUtil, memUtil, encUtil, decUtil;
 } psample_t;
+#include "timeline.h"
+/* With FAKE_GPU_TIMELINE (timeline.h), the A40 (the fake driver's device 0)
+ * reports each process's share of the simulated device since this process's
+ * previous call: one sample per process whose kernels ran, timeStamp in
+ * CLOCK_MONOTONIC µs; no sample newer than `last`: NVML_ERROR_NOT_FOUND. */
+static nvmlReturn_t timeline_util(struct tl_dev *d, psample_t *s, unsigned *count,
+                                  unsigned long long last) {
+  static unsigned long long prev_at, prev_busy[TL_PIDS];
+  unsigned long long now = tl_now(), span = now - prev_at;
+  unsigned n = 0;
+  for (int i = 0; i < TL_PIDS; i++) {
+    unsigned pid = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
+    unsigned long long busy = __atomic_load_n(&d->procs[i].busy_ns, __ATOMIC_ACQUIRE);
+    unsigned long long ran = busy - prev_busy[i];
+    prev_busy[i] = busy;
+    if (!pid || !prev_at || !ran || now / 1000 <= last)
+      continue;
+    if (!s || n >= *count)
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    memset(&s[n], 0, sizeof s[n]);
+    s[n].pid = pid;
+    s[n].timeStamp = now / 1000;
+    s[n].smUtil = (unsigned)(ran >= span ? 100 : (ran * 100 + span / 2) / span);
+    n++;
+  }
+  prev_at = now;
+  *count = n;
+  return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
 nvmlReturn_t nvmlDeviceGetProcessUtilization(void *h, psample_t *s, unsigned *count,
                                              unsigned long long last) {
   ENTER();
   GPU(h);
-  (void)last;
+  struct timeline *t = tl_map();
+  if (t && g == &gpus[1])
+    return timeline_util(&t->dev[0], s, count, last);
   proc_t p[64];
   unsigned n = procs(p, 64, (unsigned)(g - gpus));
   if (!s || *count < n) {

@@ -5,6 +5,9 @@
 CUresult cuInit(unsigned);
 CUresult cuCtxCreate_v2(CUcontext *, unsigned, CUdevice);
 CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
@@ -29,6 +32,9 @@ int main(int argc, char **argv) {
   A.Init = cuInit;
   A.CtxCreate = cuCtxCreate_v2;
   A.CtxSetCurrent = cuCtxSetCurrent;
+  A.CtxDestroy = cuCtxDestroy_v2;
+  A.PrimaryCtxRetain = cuDevicePrimaryCtxRetain;
+  A.PrimaryCtxRelease = cuDevicePrimaryCtxRelease_v2;
   A.MemAlloc = cuMemAlloc_v2;
   A.MemFree = cuMemFree_v2;
   A.MemGetInfo = cuMemGetInfo_v2;

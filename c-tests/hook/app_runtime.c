@@ -50,6 +50,8 @@ static int entry(void *h) {
   CHECK(get("cuCtxCreate", VERSION, 0) == dlsym(h, "cuCtxCreate_v3"),
         "the driver's version choice stands (_v3 at 12.8)");
   CHECK(get("cuCtxCreate", 11000, 0) == dlsym(h, "cuCtxCreate_v2"), "_v2 at 11.0");
+  CHECK(in_hook(get("cuCtxCreate", 13000, 0)) && get("cuCtxCreate", 13000, 0) == dlsym(h, "cuCtxCreate_v4"),
+        "_v4 at 13.0, the hook's");
   void *legacy_stream = get("cuMemAllocAsync", VERSION, 0);
   void *per_thread = get("cuMemAllocAsync", VERSION, PER_THREAD);
   CHECK(in_hook(legacy_stream) && in_hook(per_thread) && legacy_stream != per_thread,
@@ -88,6 +90,9 @@ int main(int argc, char **argv) {
   A.Init = get("cuInit", VERSION, 0);
   A.CtxCreate = get("cuCtxCreate", 11000, 0);
   A.CtxSetCurrent = get("cuCtxSetCurrent", VERSION, 0);
+  A.CtxDestroy = get("cuCtxDestroy", VERSION, 0);
+  A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain", VERSION, 0);
+  A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease", VERSION, 0);
   A.MemAlloc = get("cuMemAlloc", VERSION, 0);
   A.MemFree = get("cuMemFree", VERSION, 0);
   A.MemGetInfo = get("cuMemGetInfo", VERSION, 0);

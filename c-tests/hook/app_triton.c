@@ -22,6 +22,9 @@ int main(int argc, char **argv) {
   A.Init = get("cuInit");
   A.CtxCreate = get("cuCtxCreate_v2");
   A.CtxSetCurrent = get("cuCtxSetCurrent");
+  A.CtxDestroy = get("cuCtxDestroy_v2");
+  A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain");
+  A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease_v2");
   A.MemAlloc = get("cuMemAlloc_v2");
   A.MemFree = get("cuMemFree_v2");
   A.MemGetInfo = get("cuMemGetInfo_v2");

@@ -8,7 +8,9 @@
  *   hook, limited   LD_PRELOAD, a worker with a limit it never reaches
  * Each child times cuMemAlloc_v2 + cuMemFree_v2 pairs and
  * cuGetProcAddress_v2("cuMemAlloc") lookups through pointers taken with
- * dlopen + dlsym (through the hook's dlsym when preloaded). */
+ * dlopen + dlsym (through the hook's dlsym when preloaded), and
+ * cuLaunchKernel_ptsz launches through the pointer cuGetProcAddress_v2
+ * hands out (the hook's wrapper when preloaded; no compute limit set). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@ typedef unsigned long long CUdeviceptr;
 
 #define PAIRS 200000
 #define LOOKUPS 200000
+#define LAUNCHES 1000000
 #define ROUNDS 7
 #define MODES 4
 
@@ -45,9 +48,15 @@ static int child(void) {
   CUresult (*gpa)(const char *, void **, int, unsigned long long, int *) =
       (CUresult(*)(const char *, void **, int, unsigned long long, int *))dlsym(
           h, "cuGetProcAddress_v2");
-  void *c;
-  if (!init || !ctx || !alloc || !release || !gpa || init(0) || ctx(&c, 0, 0))
+  void *c, *launch_p = NULL;
+  int launch_st;
+  if (!init || !ctx || !alloc || !release || !gpa || init(0) || ctx(&c, 0, 0) ||
+      gpa("cuLaunchKernel", &launch_p, 12080, 2, &launch_st) || !launch_p)
     return 2;
+  CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                     unsigned, void *, void **, void **) =
+      (CUresult(*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                   void *, void **, void **))launch_p;
   CUdeviceptr p;
   for (int i = 0; i < PAIRS / 10; i++)
     if (alloc(&p, 1 << 20) || release(p))
@@ -63,11 +72,14 @@ static int child(void) {
   for (int i = 0; i < LOOKUPS; i++)
     gpa("cuMemAlloc", &f, 12080, 0, &st);
   double t2 = now_ns();
-  printf("%.2f %.2f\n", (t1 - t0) / PAIRS, (t2 - t1) / LOOKUPS);
+  for (int i = 0; i < LAUNCHES; i++)
+    launch(c, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+  double t3 = now_ns();
+  printf("%.2f %.2f %.2f\n", (t1 - t0) / PAIRS, (t2 - t1) / LOOKUPS, (t3 - t2) / LAUNCHES);
   return 0;
 }
 
-static int run_mode(const char *self, const char *hook, const char *worker, double out[2]) {
+static int run_mode(const char *self, const char *hook, const char *worker, double out[3]) {
   int fd[2];
   if (pipe(fd))
     return -1;
@@ -91,7 +103,7 @@ static int run_mode(const char *self, const char *hook, const char *worker, doub
   int st;
   waitpid(pid, &st, 0);
   if (n <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
-      sscanf(buf, "%lf %lf", &out[0], &out[1]) != 2)
+      sscanf(buf, "%lf %lf %lf", &out[0], &out[1], &out[2]) != 3)
     return -1;
   return 0;
 }
@@ -120,31 +132,34 @@ int main(int argc, char **argv) {
                                            "hook, unlimited worker", "hook, limited worker"};
   const char *hooks[MODES] = {NULL, argv[2], argv[2], argv[2]};
   const char *workers[MODES] = {NULL, NULL, "bench-unlimited", "bench-limited"};
-  double pair[MODES][ROUNDS], look[MODES][ROUNDS];
+  double pair[MODES][ROUNDS], look[MODES][ROUNDS], lau[MODES][ROUNDS];
   for (int r = 0; r < ROUNDS; r++)
     for (int m = 0; m < MODES; m++) {
-      double v[2];
+      double v[3];
       if (run_mode(argv[0], hooks[m], workers[m], v)) {
         fprintf(stderr, "bench child (%s) failed\n", names[m]);
         return 1;
       }
       pair[m][r] = v[0];
       look[m][r] = v[1];
+      lau[m][r] = v[2];
     }
   printf("hook overhead on the fake driver (medians of %d rounds taking turns)\n", ROUNDS);
-  printf("%-24s %14s %10s %10s %16s %10s\n", "mode", "alloc+free ns", "added ns", "ratio",
-         "GetProcAddr ns", "ratio");
-  double base_pair = 0, base_look = 0;
+  printf("%-24s %14s %10s %10s %16s %10s %10s %10s %8s\n", "mode", "alloc+free ns", "added ns",
+         "ratio", "GetProcAddr ns", "ratio", "launch ns", "added ns", "ratio");
+  double base_pair = 0, base_look = 0, base_lau = 0;
   for (int m = 0; m < MODES; m++) {
     qsort(pair[m], ROUNDS, sizeof(double), cmp);
     qsort(look[m], ROUNDS, sizeof(double), cmp);
-    double p = pair[m][ROUNDS / 2], l = look[m][ROUNDS / 2];
+    qsort(lau[m], ROUNDS, sizeof(double), cmp);
+    double p = pair[m][ROUNDS / 2], l = look[m][ROUNDS / 2], k = lau[m][ROUNDS / 2];
     if (m == 0) {
       base_pair = p;
       base_look = l;
+      base_lau = k;
     }
-    printf("%-24s %14.1f %10.1f %10.2f %16.1f %10.2f\n", names[m], p, p - base_pair,
-           p / base_pair, l, l / base_look);
+    printf("%-24s %14.1f %10.1f %10.2f %16.1f %10.2f %10.1f %10.1f %8.2f\n", names[m], p,
+           p - base_pair, p / base_pair, l, l / base_look, k, k - base_lau, k / base_lau);
   }
   return 0;
 }

@@ -10,11 +10,14 @@
  *   multi L            device 1 (no limit) is not held to device 0's limit
  *   null L             NULL out-pointers reach the driver as they came
  *   try L B RC FREE    allocate B: expect RC, then cuMemGetInfo free == FREE
- *   hold L B           allocate B, print "held", wait for EOF on stdin
+ *   hold L B           allocate B, print "held <getpid()>", wait for EOF on stdin
  *   threads L          16 threads allocate and free at random: never above L
  *   fork L             a forked child is a process of its own
  *   nvml L             nvmlDeviceGetMemoryInfo[_v2] show the partition
  *   dual L LIBLIMITER  liblimiter.so in the same process counts it once
+ *   context L R        contexts (R bytes each, FAKE_CUDA_CTX_RESERVE) are
+ *                      charged while they exist, primary ones once; one
+ *                      the limit has no room for fails with OUT_OF_MEMORY
  */
 #ifndef HOOK_APP_H
 #define HOOK_APP_H
@@ -58,6 +61,9 @@ typedef struct {
   CUresult (*Init)(unsigned);
   CUresult (*CtxCreate)(CUcontext *, unsigned, CUdevice);
   CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxDestroy)(CUcontext);
+  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*PrimaryCtxRelease)(CUdevice);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemGetInfo)(size_t *, size_t *);
@@ -258,7 +264,7 @@ static void scenario_hold(unsigned long long bytes) {
   context(0);
   CUdeviceptr p;
   EXPECT(A.MemAlloc(&p, bytes), CUDA_SUCCESS);
-  printf("held\n");
+  printf("held %d\n", (int)getpid());
   fflush(stdout);
   char buf[16];
   while (read(0, buf, sizeof buf) > 0) {
@@ -446,6 +452,56 @@ static void scenario_dual(unsigned long long L, const char *liblimiter) {
   CHECK(info_free() == L, "all given back: %zu", info_free());
 }
 
+/* Contexts reserve R bytes each in the fake driver: the hook charges them
+ * (measured through NVML) while they exist. */
+static void scenario_context(unsigned long long L, unsigned long long R) {
+  CUcontext c, c2, p, p2, extra[8];
+  CUdeviceptr q, big;
+  EXPECT(A.CtxCreate(&c, 0, 0), CUDA_SUCCESS);
+  CHECK(driver_used(0) == R, "the driver reserved %llu for the context", driver_used(0));
+  CHECK(info_free() == L - R, "the partition shows the context's reservation: %zu", info_free());
+  EXPECT(A.MemAlloc(&big, L - R), CUDA_SUCCESS);
+  REFUSED(A.MemAlloc(&q, 1));
+  EXPECT(A.MemFree(big), CUDA_SUCCESS);
+
+  EXPECT(A.CtxCreate(&c2, 0, 0), CUDA_SUCCESS);
+  CHECK(info_free() == L - 2 * R, "a second context is charged too: %zu", info_free());
+  EXPECT(A.CtxDestroy(c2), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(info_free() == L - R, "its destruction gives it back: %zu", info_free());
+
+  /* The primary context: charged at the first retain, given back at the last release. */
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  CHECK(info_free() == L - 2 * R, "the primary context is charged: %zu", info_free());
+  EXPECT(A.PrimaryCtxRetain(&p2, 0), CUDA_SUCCESS);
+  CHECK(p2 == p && info_free() == L - 2 * R, "once: %zu", info_free());
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  CHECK(info_free() == L - 2 * R, "while a reference is left it stays: %zu", info_free());
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(info_free() == L - R, "the last release gives it back: %zu", info_free());
+
+  /* Contexts up to the limit; the next is destroyed again and refused. */
+  int n = 0;
+  while (n < 8 && (n + 2) * R <= L) {
+    EXPECT(A.CtxCreate(&extra[n], 0, 0), CUDA_SUCCESS);
+    n++;
+  }
+  unsigned long long before = driver_used(0);
+  CUcontext over = NULL;
+  EXPECT(A.CtxCreate(&over, 0, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(driver_used(0) == before, "the refused context was destroyed again (%llu, %llu)",
+        driver_used(0), before);
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(driver_used(0) == before, "the refused primary context was released again");
+  while (n > 0)
+    EXPECT(A.CtxDestroy(extra[--n]), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(info_free() == L - R, "every context given back: %zu", info_free());
+  EXPECT(A.CtxDestroy(c), CUDA_SUCCESS);
+  CHECK(driver_used(0) == 0, "the driver holds nothing: %llu", driver_used(0));
+}
+
 static int app_main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s SCENARIO LIMIT [ARGS]\n", argv[0]);
@@ -474,6 +530,8 @@ static int app_main(int argc, char **argv) {
     scenario_nvml(L);
   else if (strcmp(s, "dual") == 0 && argc == 4)
     scenario_dual(L, argv[3]);
+  else if (strcmp(s, "context") == 0 && argc == 4)
+    scenario_context(L, strtoull(argv[3], NULL, 0));
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;

@@ -17,15 +17,20 @@
 #include <unistd.h>
 
 #include "../test_util.h"
+#include "../ns_util.h"
+#include "accelerator.h"
 
 #define MIB (1024ull * 1024ull)
 #define LIMIT (256 * MIB)
 #define UUID0 "GPU-11111111-1111-1111-1111-1111111111a4"
-/* The fake device 0 after one context (64 MiB). */
-#define DRIVER_FREE (51539607552ULL - 64 * MIB)
+/* The fake device 0 with one context: the scenarios run with contexts
+ * that reserve nothing (FAKE_CUDA_CTX_RESERVE=0) but `context`'s. */
+#define DRIVER_FREE 51539607552ULL
+#define CTX_RESERVE (64 * MIB)
 
 static const char *hook;
 static int (*set_limit)(const char *, const char *, uint64_t);
+static enum Result (*proc_mem)(MemoryUtilization *, size_t, size_t *);
 
 /* Start `app args...` as worker `worker` (NULL: none) with the hook
  * preloaded; stdin/stdout/stderr redirected to the fds given (-1: keep). */
@@ -44,7 +49,7 @@ static pid_t spawn(const char *worker, int in, int out, int err, char *const arg
       dup2(out, 1);
     if (err >= 0)
       dup2(err, 2);
-    execv(argv[0], argv);
+    execvp(argv[0], argv);
     _exit(127);
   }
   return pid;
@@ -73,6 +78,11 @@ static void new_worker(char *w, size_t n, const char *app, const char *what) {
   CHECK(set_limit(w, UUID0, LIMIT) == 0, "SetMemHardLimit(%s)", w);
 }
 
+static char *num(char *buf, unsigned long long v) {
+  sprintf(buf, "%llu", v);
+  return buf;
+}
+
 static void scenarios(const char *app, const char *liblimiter, int runtime) {
   static const char *const each[] = {"limit", "paths", "multi", "null", "threads", "fork"};
   char w[64];
@@ -80,6 +90,11 @@ static void scenarios(const char *app, const char *liblimiter, int runtime) {
     new_worker(w, sizeof w, app, each[i]);
     CHECK(run(app, w, each[i], NULL, NULL, NULL) == 0, "%s %s", app, each[i]);
   }
+  char reserve[32];
+  new_worker(w, sizeof w, app, "context");
+  setenv("FAKE_CUDA_CTX_RESERVE", num(reserve, CTX_RESERVE), 1);
+  CHECK(run(app, w, "context", reserve, NULL, NULL) == 0, "%s context", app);
+  setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
   if (runtime) {
     new_worker(w, sizeof w, app, "entry");
     CHECK(run(app, w, "entry", NULL, NULL, NULL) == 0, "%s entry", app);
@@ -90,9 +105,35 @@ static void scenarios(const char *app, const char *liblimiter, int runtime) {
   }
 }
 
-static char *num(char *buf, unsigned long long v) {
-  sprintf(buf, "%llu", v);
-  return buf;
+/* A process running the `hold` scenario (argv) as `worker`: started, its
+ * "held <pid>" line read into `line` (empty if it said nothing). Ended by
+ * hold_end (EOF on its stdin) or by a signal. */
+typedef struct {
+  pid_t pid;
+  int in, out;
+} holder_t;
+
+static holder_t hold_start(const char *worker, char *const argv[], char *line, size_t n) {
+  holder_t h = {-1, -1, -1};
+  int in[2], out[2];
+  memset(line, 0, n);
+  if (pipe(in) || pipe(out)) {
+    CHECK(0, "pipe");
+    return h;
+  }
+  h.pid = spawn(worker, in[0], out[1], -1, argv);
+  close(in[0]);
+  close(out[1]);
+  h.in = in[1];
+  h.out = out[0];
+  if (read(h.out, line, n - 1) <= 0)
+    line[0] = 0;
+  return h;
+}
+
+static void hold_end(holder_t *h) {
+  close(h->in);
+  close(h->out);
 }
 
 /* Two processes of one worker share its limit; a SIGKILLed one's bytes
@@ -100,77 +141,189 @@ static char *num(char *buf, unsigned long long v) {
 static void shared_limit(const char *app) {
   char w[64], b1[32], b2[32];
   new_worker(w, sizeof w, app, "share");
-  int in[2], out[2];
-  if (pipe(in) || pipe(out)) {
-    CHECK(0, "pipe");
-    return;
-  }
   char *argv[] = {(char *)app, "hold", limit_text, num(b1, LIMIT * 3 / 4), NULL};
-  pid_t holder = spawn(w, in[0], out[1], -1, argv);
-  close(in[0]);
-  close(out[1]);
-  char line[16] = {0};
-  CHECK(read(out[0], line, sizeof line - 1) > 0 && strncmp(line, "held", 4) == 0,
+  char line[32];
+  holder_t holder = hold_start(w, argv, line, sizeof line);
+  CHECK(strncmp(line, "held", 4) == 0,
         "%s: the first process holds 3/4 of the limit", app);
   CHECK(run(app, w, "try", num(b1, LIMIT / 2), "2", num(b2, LIMIT / 4)) == 0,
         "%s: a second process is refused past the shared limit", app);
   CHECK(run(app, w, "try", num(b1, LIMIT / 4), "0", "0") == 0,
         "%s: and may take exactly what is left", app);
-  kill(holder, SIGKILL);
-  CHECK(wait_status(holder) == 128 + SIGKILL, "the holder was killed");
-  close(in[1]);
-  close(out[0]);
+  kill(holder.pid, SIGKILL);
+  CHECK(wait_status(holder.pid) == 128 + SIGKILL, "the holder was killed");
+  hold_end(&holder);
   CHECK(run(app, w, "try", num(b1, LIMIT / 2), "0", num(b2, LIMIT / 2)) == 0,
         "%s: a SIGKILLed process's bytes come back to its worker", app);
 }
 
-/* A corrupt or missing state file: fail-open with one warning, or fail-closed. */
+/* The bytes libaccelerator's GetProcessMemoryUtilization reports for `pid`
+ * on device 0 (-1: not listed). */
+static long long reported(pid_t pid) {
+  static MemoryUtilization mu[512];
+  size_t n = 0;
+  if (proc_mem(mu, 512, &n) != RESULT_SUCCESS)
+    return -2;
+  char id[32];
+  snprintf(id, sizeof id, "%d", (int)pid);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(mu[i].processId, id) == 0 && strcmp(mu[i].deviceUUID, UUID0) == 0)
+      return (long long)mu[i].usedBytes;
+  return -1;
+}
+
+#define UNSHARE "unshare", "--pid", "--fork", "--mount-proc"
+
+/* Containers: each app is pid 1 of its own pid namespace. Two of one
+ * worker share its limit exactly; a SIGKILLed one's bytes come back; two
+ * workers keep their own books; the host's report names host pids. */
+static void containers(const char *app) {
+  char w[64], w2[64], b1[32], b2[32];
+  new_worker(w, sizeof w, app, "ns");
+  new_worker(w2, sizeof w2, app, "ns2");
+  char *hold[] = {UNSHARE, (char *)app, "hold", limit_text, num(b1, LIMIT * 3 / 4), NULL};
+  char line[32];
+  holder_t unshare_a = hold_start(w, hold, line, sizeof line);
+  CHECK(strcmp(line, "held 1\n") == 0,
+        "%s: app A, pid 1 of its namespace, holds 3/4 of the limit (%s)", app, line);
+  pid_t host_a = child_of(unshare_a.pid);
+  CHECK(host_a > 1, "A's pid on this side: %d", (int)host_a);
+
+  char *refused[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "2",
+                     num(b2, LIMIT / 4), NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, refused)) == 0,
+        "%s: app B in another namespace is refused past the shared limit", app);
+  char *rest[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 4), "0", "0", NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, rest)) == 0, "%s: and may take exactly what is left",
+        app);
+  char *other[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "0",
+                   num(b2, LIMIT / 2), NULL};
+  CHECK(wait_status(spawn(w2, -1, -1, -1, other)) == 0,
+        "%s: another worker's app, pid 1 of a third namespace, has its own books", app);
+  CHECK(reported(host_a) == (long long)(LIMIT * 3 / 4),
+        "%s: the host's report names A by its pid here (%d): %lld bytes", app, (int)host_a,
+        reported(host_a));
+
+  kill(host_a, SIGKILL);
+  /* (util-linux 2.38's unshare may say "sigprocmask unblock failed" as it
+   * passes the SIGKILL on.) */
+  CHECK(wait_status(unshare_a.pid) != 0, "A was killed");
+  hold_end(&unshare_a);
+  char *after[] = {UNSHARE, (char *)app, "try", limit_text, num(b1, LIMIT / 2), "0",
+                   num(b2, LIMIT / 2), NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, after)) == 0,
+        "%s: after A's SIGKILL, B takes what A held", app);
+  CHECK(reported(host_a) == -1, "%s: A is gone from the report", app);
+}
+
+/* A context's reservation in the limiter's books, as the host's report
+ * shows them; a SIGKILLed process's context comes back to its worker. */
+static void context_books(const char *app) {
+  char w[64], b1[32], reserve[32];
+  new_worker(w, sizeof w, app, "ctxbooks");
+  setenv("FAKE_CUDA_CTX_RESERVE", num(reserve, CTX_RESERVE), 1);
+  char *hold[] = {(char *)app, "hold", limit_text, num(b1, LIMIT / 4), NULL};
+  char line[32];
+  holder_t holder = hold_start(w, hold, line, sizeof line);
+  CHECK(strncmp(line, "held", 4) == 0, "%s: the holder has its context and L/4", app);
+  CHECK(reported(holder.pid) == (long long)(CTX_RESERVE + LIMIT / 4),
+        "%s: the books hold its context and its allocation: %lld", app, reported(holder.pid));
+  /* A second process: its own context, and what is left. */
+  char *rest[] = {(char *)app, "try", limit_text, num(b1, LIMIT - LIMIT / 4 - 2 * CTX_RESERVE),
+                  "0", "0", NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, rest)) == 0, "%s: a second process fits exactly", app);
+  kill(holder.pid, SIGKILL);
+  CHECK(wait_status(holder.pid) == 128 + SIGKILL, "the holder was killed");
+  hold_end(&holder);
+  char *after[] = {(char *)app, "try", limit_text, num(b1, LIMIT - CTX_RESERVE), "0", "0", NULL};
+  CHECK(wait_status(spawn(w, -1, -1, -1, after)) == 0,
+        "%s: the killed process's context came back to its worker", app);
+  setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
+}
+
+/* Copy the state file of the limiter in use (a valid one, of another
+ * identity) to `to`. */
+static int copy_state(const char *to) {
+  char from[256], buf[65536];
+  snprintf(from, sizeof from, "%s/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  int in = open(from, O_RDONLY), out = open(to, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ssize_t n = 0;
+  while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+    if (write(out, buf, (size_t)n) != n)
+      n = -1;
+  if (in >= 0)
+    close(in);
+  if (out >= 0)
+    close(out);
+  return in >= 0 && out >= 0 && n == 0;
+}
+
+/* An unusable state file -- corrupt, truncated, replaced (its identity is
+ * not the one recorded in limiter.shm.id) or missing -- means fail-open with
+ * one warning, or fail-closed with ACCELERATOR_HOOK_FAIL_CLOSED=1. */
 static void bad_state(const char *app) {
-  char dir[] = "/tmp/hook-corrupt.XXXXXX", path[128], b1[32], b2[32];
+  static const char *const kinds[] = {"corrupt", "truncated", "replaced", "missing"};
+  /* What the warning says of each. */
+  static const char *const why[] = {"bad magic", "truncated", "replaced", "does not exist"};
+  char dir[] = "/tmp/hook-corrupt.XXXXXX", path[128], idpath[140], b1[32], b2[32];
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
   chmod(dir, 0700);
   snprintf(path, sizeof path, "%s/limiter.shm", dir);
-  int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-  CHECK(fd >= 0 && write(fd, "not a limiter state file", 24) == 24, "write %s", path);
-  close(fd);
+  snprintf(idpath, sizeof idpath, "%s/limiter.shm.id", dir);
   char *old = getenv("ACCELERATOR_STATE_DIR");
   char *saved = old ? strdup(old) : NULL;
-  setenv("ACCELERATOR_STATE_DIR", dir, 1);
+  CHECK(saved != NULL, "ACCELERATOR_STATE_DIR is set");
+  if (!saved)
+    return;
 
   char errpath[160];
   snprintf(errpath, sizeof errpath, "%s/stderr", dir);
-  /* Corrupt, then missing (the hook must not create it); open, then closed. */
-  for (int run_ = 0; run_ < 4; run_++) {
-    int closed = run_ % 2, missing = run_ >= 2;
+  for (int run_ = 0; run_ < 8; run_++) {
+    int closed = run_ % 2;
+    const char *kind = kinds[run_ / 2];
+    unlink(path);
+    unlink(idpath);
+    if (strcmp(kind, "corrupt") == 0) {
+      int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+      CHECK(fd >= 0 && write(fd, "not a limiter state file", 24) == 24, "write %s", path);
+      close(fd);
+    } else if (strcmp(kind, "truncated") == 0) {
+      CHECK(copy_state(path) && truncate(path, 4096) == 0, "a truncated copy in %s", path);
+    } else if (strcmp(kind, "replaced") == 0) {
+      /* A valid file, but not the one whose identity was recorded. */
+      int fd = open(idpath, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+      CHECK(copy_state(path) && fd >= 0 && write(fd, "1 2\n", 4) == 4, "a replaced file in %s",
+            dir);
+      close(fd);
+    }
     if (closed)
       setenv("ACCELERATOR_HOOK_FAIL_CLOSED", "1", 1);
     else
       unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
-    if (missing)
-      unlink(path);
+    setenv("ACCELERATOR_STATE_DIR", dir, 1);
     int err = open(errpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
     char *argv[] = {(char *)app, "try", limit_text, num(b1, 2 * LIMIT),
                     closed ? "2" : "0", num(b2, closed ? DRIVER_FREE : DRIVER_FREE - 2 * LIMIT),
                     NULL};
     int st = wait_status(spawn("corrupt", -1, -1, err, argv));
+    setenv("ACCELERATOR_STATE_DIR", saved, 1);
     char text[4096] = {0};
     ssize_t n = pread(err, text, sizeof text - 1, 0);
     close(err);
     int warnings = 0;
     for (char *p = text; n > 0 && (p = strstr(p, "libcuda_limiter:")); p++)
       warnings++;
-    CHECK(st == 0, "%s: %s state, fail-%s (stderr: %s)", app, missing ? "missing" : "corrupt",
-          closed ? "closed" : "open", text);
-    CHECK(warnings == 1, "one warning on stderr, not %d", warnings);
-    CHECK(!missing || access(path, F_OK) != 0, "the hook created %s", path);
+    CHECK(st == 0, "%s: %s state, fail-%s (stderr: %s)", app, kind, closed ? "closed" : "open",
+          text);
+    CHECK(warnings == 1, "%s state: one warning on stderr, not %d", kind, warnings);
+    CHECK(strstr(text, why[run_ / 2]) != NULL, "%s state: the warning says so: %s", kind, text);
+    CHECK(strcmp(kind, "missing") != 0 || access(path, F_OK) != 0, "the hook created %s", path);
   }
   unsetenv("ACCELERATOR_HOOK_FAIL_CLOSED");
-  if (saved) {
-    setenv("ACCELERATOR_STATE_DIR", saved, 1);
-    free(saved);
-  }
+  free(saved);
   unlink(errpath);
   unlink(path);
+  unlink(idpath);
   rmdir(dir);
 
   /* Without ACCELERATOR_WORKER_ID the hook is inert. */
@@ -190,12 +343,25 @@ int main(int argc, char **argv) {
     return 2;
   }
   set_limit = (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit");
+  proc_mem = (enum Result (*)(MemoryUtilization *, size_t, size_t *))dlsym(
+      acc, "GetProcessMemoryUtilization");
+  if (!set_limit || !proc_mem) {
+    fprintf(stderr, "%s: no SetMemHardLimit / GetProcessMemoryUtilization\n", argv[1]);
+    return 2;
+  }
+  int unshare_rc = system("unshare --pid --fork --mount-proc true");
+  CHECK(unshare_rc == 0,
+        "unshare --pid --fork --mount-proc works here (needs root; status %d)", unshare_rc);
   hook = argv[2];
+  setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
   snprintf(limit_text, sizeof limit_text, "%llu", LIMIT);
   for (int i = 4; i < argc; i++) {
     int runtime = strstr(argv[i], "app_runtime") != NULL;
     scenarios(argv[i], argv[3], runtime);
     shared_limit(argv[i]);
+    if (unshare_rc == 0)
+      containers(argv[i]);
+    context_books(argv[i]);
     if (runtime)
       bad_state(argv[i]);
   }

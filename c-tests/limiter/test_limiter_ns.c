@@ -17,8 +17,8 @@
 #include "limiter.h"
 #include "../test_util.h"
 #include "limiter_load.h"
+#include "../ns_util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -65,33 +65,6 @@ typedef struct {
 
 static char self_exe[4096];
 static const char *lib_path;
-
-/* The host pid of the client: the child of the `unshare` process. */
-static pid_t child_of(pid_t parent) {
-  for (int tries = 0; tries < 500; tries++) {
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-      char path[300], buf[4096];
-      snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
-      FILE *f = fopen(path, "r");
-      if (!f)
-        continue;
-      size_t n = fread(buf, 1, sizeof buf - 1, f);
-      fclose(f);
-      buf[n] = 0;
-      char *pp = strstr(buf, "\nPPid:");
-      if (pp && atoi(pp + 6) == parent) {
-        closedir(d);
-        return (pid_t)atoi(e->d_name);
-      }
-    }
-    if (d)
-      closedir(d);
-    usleep(10000);
-  }
-  return -1;
-}
 
 static ns_client start(const char *worker) {
   ns_client c = {-1, -1, NULL, NULL};

@@ -52,6 +52,17 @@ pub fn uuid_of(ordinal: usize) -> Option<&'static str> {
     UUIDS.get(ordinal)?.get().map(String::as_str)
 }
 
+/// The devices this process has used: (slot, UUID text).
+pub fn known() -> impl Iterator<Item = (usize, &'static str)> {
+    SLOTS
+        .iter()
+        .zip(&UUIDS)
+        .filter_map(|(s, u)| match s.load(Acquire) {
+            0 => None,
+            s => Some((s - 1, u.get()?.as_str())),
+        })
+}
+
 /// The device of a CUDA ordinal; `uuid` asks the driver on first use.
 /// `Err`: the verdict for an allocation there (the limiter state is
 /// unusable); `Ok(None)`: a device the hook cannot name (pass through).

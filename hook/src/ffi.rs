@@ -9,7 +9,8 @@
 //! when first needed. The handle is the already-loaded library
 //! (`dlopen(soname, RTLD_NOLOAD)`), else the object that holds a pointer
 //! the program was just handed (`dladdr`), else whatever `RTLD_NEXT`
-//! finds: the hook never loads a driver the program did not load. A failed
+//! finds: the hook never loads a driver the program did not load (NVML is
+//! the one exception: [`nvml_ready`] loads it to measure contexts). A failed
 //! resolution is not remembered (the program may load the driver later).
 //!
 //! # The ways in
@@ -35,15 +36,17 @@
 
 #![allow(non_snake_case)]
 
+use crate::context::{self, Contexts};
 use crate::memory::{self, Allocated, CuResult, Driver, Kind, Target, CUDA_SUCCESS};
 use std::cell::Cell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering::*};
 use std::sync::{Once, OnceLock};
 
 type CUdeviceptr = u64;
 type CUdevice = c_int;
+type CUcontext = *mut c_void;
 type CUstream = *mut c_void;
 type CUmemoryPool = *mut c_void;
 type CUarray = *mut c_void;
@@ -309,6 +312,25 @@ table!(Cu, CUDA_HOOKS {
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
     DeviceTotalMemV2 = c"cuDeviceTotalMem_v2" => cuDeviceTotalMem_v2 as *const c_void,
+    LaunchKernel = c"cuLaunchKernel" => launch::cuLaunchKernel as *const c_void,
+    LaunchKernelPtsz = c"cuLaunchKernel_ptsz" => launch::cuLaunchKernel_ptsz as *const c_void,
+    LaunchKernelEx = c"cuLaunchKernelEx" => launch::cuLaunchKernelEx as *const c_void,
+    LaunchKernelExPtsz = c"cuLaunchKernelEx_ptsz" => launch::cuLaunchKernelEx_ptsz as *const c_void,
+    LaunchCooperativeKernel = c"cuLaunchCooperativeKernel"
+        => launch::cuLaunchCooperativeKernel as *const c_void,
+    LaunchCooperativeKernelPtsz = c"cuLaunchCooperativeKernel_ptsz"
+        => launch::cuLaunchCooperativeKernel_ptsz as *const c_void,
+    GraphLaunch = c"cuGraphLaunch" => launch::cuGraphLaunch as *const c_void,
+    GraphLaunchPtsz = c"cuGraphLaunch_ptsz" => launch::cuGraphLaunch_ptsz as *const c_void,
+    CtxCreateV2 = c"cuCtxCreate_v2" => cuCtxCreate_v2 as *const c_void,
+    CtxCreateV3 = c"cuCtxCreate_v3" => cuCtxCreate_v3 as *const c_void,
+    CtxCreateV4 = c"cuCtxCreate_v4" => cuCtxCreate_v4 as *const c_void,
+    CtxDestroyV2 = c"cuCtxDestroy_v2" => cuCtxDestroy_v2 as *const c_void,
+    PrimaryCtxRetain = c"cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain as *const c_void,
+    PrimaryCtxReleaseV2 = c"cuDevicePrimaryCtxRelease_v2"
+        => cuDevicePrimaryCtxRelease_v2 as *const c_void,
+    PrimaryCtxResetV2 = c"cuDevicePrimaryCtxReset_v2"
+        => cuDevicePrimaryCtxReset_v2 as *const c_void,
     CtxGetDevice = c"cuCtxGetDevice" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
@@ -318,6 +340,8 @@ table!(Nv, NVML_HOOKS {
     MemoryInfo = c"nvmlDeviceGetMemoryInfo" => nvmlDeviceGetMemoryInfo as *const c_void,
     MemoryInfoV2 = c"nvmlDeviceGetMemoryInfo_v2" => nvmlDeviceGetMemoryInfo_v2 as *const c_void,
     GetUuid = c"nvmlDeviceGetUUID" => NONE,
+    Init = c"nvmlInit_v2" => NONE,
+    GetHandleByUuid = c"nvmlDeviceGetHandleByUUID" => NONE,
 });
 
 static CUDA: Lib = Lib {
@@ -412,20 +436,28 @@ impl Lib {
 static FORK_HANDLERS: Once = Once::new();
 
 extern "C" fn before_fork() {
+    context::lock_all_for_fork();
     memory::lock_all_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
+    // SAFETY (all three): `before_fork` locked them on this thread and
+    // forgot the guards; nothing else can hold them.
     for s in memory::shards() {
-        // SAFETY: `before_fork` locked every shard on this thread and
-        // forgot the guards; nothing else can hold them.
         unsafe { s.force_unlock() };
+    }
+    let (primary, creating) = context::locks();
+    unsafe {
+        creating.force_unlock();
+        primary.force_unlock();
     }
 }
 
 extern "C" fn after_fork_child() {
     after_fork_parent();
     memory::forget_after_fork();
+    crate::sampler::forget_after_fork();
+    context::forget_after_fork();
 }
 
 fn install_fork_handlers() {
@@ -464,6 +496,49 @@ impl Driver for Cuda {
     }
 }
 
+impl Contexts for Cuda {
+    fn device_free(&self, ordinal: i32) -> Option<u64> {
+        let uuid = CString::new(memory::uuid_of(self, ordinal)?).ok()?;
+        type ByUuid = unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> NvmlReturn;
+        // SAFETY: NVML's own functions with their C signatures, after its
+        // nvmlInit_v2; `uuid` is NUL-terminated, the out-pointers ours.
+        unsafe {
+            if !nvml_ready() {
+                return None;
+            }
+            let by_uuid = NVML.real::<ByUuid>(Nv::GetHandleByUuid as usize)?;
+            let info = NVML.real::<NvmlInfoFn<NvmlMemory>>(Nv::MemoryInfo as usize)?;
+            let mut device = std::ptr::null_mut();
+            let mut m = NvmlMemory {
+                total: 0,
+                free: 0,
+                used: 0,
+            };
+            (by_uuid(uuid.as_ptr(), &mut device) == NVML_SUCCESS
+                && info(device, &mut m) == NVML_SUCCESS)
+                .then_some(m.free)
+        }
+    }
+}
+
+/// NVML loaded and initialised for [`Contexts::device_free`]: the one
+/// library the hook loads itself (a program that never touches NVML still
+/// has its contexts measured), once, when a worker's process creates its
+/// first context; never shut down.
+fn nvml_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        // SAFETY: dlopen of NVML's soname; the reference is kept for the
+        // life of the process.
+        let h = unsafe { libc::dlopen(NVML.soname.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        type Init = unsafe extern "C" fn() -> NvmlReturn;
+        // SAFETY: nvmlInit_v2(void).
+        !h.is_null()
+            && unsafe { NVML.real::<Init>(Nv::Init as usize) }
+                .is_some_and(|f| unsafe { f() } == NVML_SUCCESS)
+    })
+}
+
 /// The real driver function `$id` with C signature `$ty`, or return
 /// CUDA_ERROR_NOT_INITIALIZED (no driver loaded).
 macro_rules! real_or_return {
@@ -474,6 +549,10 @@ macro_rules! real_or_return {
         }
     };
 }
+
+// Launches (`launch.rs`) and the sampler's NVML (`nvml.rs`): after the macro above.
+mod launch;
+pub mod nvml;
 
 // ---- cuGetProcAddress --------------------------------------------------------------
 
@@ -726,6 +805,119 @@ release!(cuMemRelease, Cu::MemRelease, Kind::Handle, handle: CUmemGenericAllocat
 release!(cuArrayDestroy, Cu::ArrayDestroy, Kind::Array, hArray: CUarray);
 release!(cuMipmappedArrayDestroy, Cu::MipmappedArrayDestroy, Kind::Mipmapped,
          hMipmappedArray: CUmipmappedArray);
+
+// ---- contexts ------------------------------------------------------------------------
+
+/// A new context on `dev` by the driver's `call`, which writes it to
+/// `*pctx` (non-NULL): its reservation charged, or the context destroyed
+/// again when the worker's limit has no room for it (`context.rs`).
+unsafe fn new_context(
+    pctx: *mut CUcontext,
+    dev: CUdevice,
+    call: impl FnOnce() -> CuResult,
+) -> CuResult {
+    type Destroy = unsafe extern "C" fn(CUcontext) -> CuResult;
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        context::create(
+            &Cuda,
+            dev,
+            Kind::Context,
+            call,
+            || *pctx as u64,
+            || {
+                if let Some(destroy) = CUDA.real::<Destroy>(Cu::CtxDestroyV2 as usize) {
+                    destroy(*pctx);
+                }
+            },
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v2(
+    pctx: *mut CUcontext,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUcontext, c_uint, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::CtxCreateV2, F);
+    if pctx.is_null() {
+        return real(pctx, flags, dev);
+    }
+    new_context(pctx, dev, || real(pctx, flags, dev))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v3(
+    pctx: *mut CUcontext,
+    paramsArray: *mut c_void,
+    numParams: c_int,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_int, c_uint, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::CtxCreateV3, F);
+    if pctx.is_null() {
+        return real(pctx, paramsArray, numParams, flags, dev);
+    }
+    new_context(pctx, dev, || real(pctx, paramsArray, numParams, flags, dev))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate_v4(
+    pctx: *mut CUcontext,
+    ctxCreateParams: *mut c_void,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUcontext, *mut c_void, c_uint, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::CtxCreateV4, F);
+    if pctx.is_null() {
+        return real(pctx, ctxCreateParams, flags, dev);
+    }
+    new_context(pctx, dev, || real(pctx, ctxCreateParams, flags, dev))
+}
+
+release!(cuCtxDestroy_v2, Cu::CtxDestroyV2, Kind::Context, ctx: CUcontext);
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CuResult;
+    type Release = unsafe extern "C" fn(CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::PrimaryCtxRetain, F);
+    if pctx.is_null() {
+        return real(pctx, dev);
+    }
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        context::retain(
+            &Cuda,
+            dev,
+            || real(pctx, dev),
+            || {
+                if let Some(release) = CUDA.real::<Release>(Cu::PrimaryCtxReleaseV2 as usize) {
+                    release(dev);
+                }
+            },
+        )
+    })
+}
+
+/// `cuDevicePrimaryCtxRelease_v2` and `cuDevicePrimaryCtxReset_v2`.
+macro_rules! primary_end {
+    ($name:ident, $id:expr, $all:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(dev: CUdevice) -> CuResult {
+            type F = unsafe extern "C" fn(CUdevice) -> CuResult;
+            let real = real_or_return!($id, F);
+            boundary(CUDA_ERROR_UNKNOWN, || {
+                context::release(dev, $all, || real(dev))
+            })
+        }
+    };
+}
+
+primary_end!(cuDevicePrimaryCtxRelease_v2, Cu::PrimaryCtxReleaseV2, false);
+primary_end!(cuDevicePrimaryCtxReset_v2, Cu::PrimaryCtxResetV2, true);
 
 // ---- the virtualized view -------------------------------------------------------------
 

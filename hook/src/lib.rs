@@ -5,14 +5,24 @@
 //!   interposed `dlsym`, `cuGetProcAddress[_v2]` and the real functions.
 //! - `memory`: charging allocations before the driver runs, giving frees
 //!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
+//! - `context`: the memory the driver reserves for a context, charged
+//!   from its creation to its destruction.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
+//! - `launch`: kernel launches wait for their worker's tokens (compute limits);
+//! - `sampler`: one thread per limited process; the elected one per device
+//!   measures utilization through NVML and steers each worker's rate.
 //! - `limits`: the one door to the limiter's shared state (and the
 //!   fail-open / fail-closed policy).
 //!
-//! Loaded into programs we do not control: no constructors, no threads,
-//! nothing printed unless the limiter's state is unusable (one line).
+//! Loaded into programs we do not control: no constructors, no threads at
+//! load (the sampler starts on the first launch of a limited worker),
+//! nothing printed unless the limiter's state is unusable (one line); the
+//! only library it loads itself is NVML (contexts' memory, utilization).
 
+mod context;
 mod devices;
 mod ffi;
+mod launch;
 mod limits;
 mod memory;
+mod sampler;

@@ -14,10 +14,15 @@
 //! file the hypervisor made when it set limits (`ACCELERATOR_STATE_DIR`).
 //!
 //! Failure policy: when the limiter's state cannot be used (a missing,
-//! corrupt or unreadable state file, a full table), the hook warns once on stderr and
-//! from then on lets every allocation through unrecorded (fail-open), or,
-//! with `ACCELERATOR_HOOK_FAIL_CLOSED=1`, refuses every allocation with
-//! CUDA_ERROR_OUT_OF_MEMORY (fail-closed).
+//! corrupt, truncated or unreadable state file, one of another layout, one
+//! replaced since its identity was recorded in `limiter.shm.id`, a full
+//! table), the hook warns once on stderr, saying which, and from then on
+//! lets every allocation through unrecorded (fail-open), or, with
+//! `ACCELERATOR_HOOK_FAIL_CLOSED=1`, refuses every allocation with
+//! CUDA_ERROR_OUT_OF_MEMORY (fail-closed). The limiter refuses such files
+//! (`accel_common::shm`); the hook only maps its refusal to the policy. A
+//! file truncated while this process has it mapped is not caught here (a
+//! SIGBUS on the hot path; the limiter's open problem).
 
 use accel_common::{shm, statedir, Error};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
@@ -85,23 +90,20 @@ fn failed(e: &Error) -> Verdict {
     policy()
 }
 
-/// Whether the shared state may be used: it has not failed, and its files
-/// (the books and the host's limits) exist (checked once; the hook never
-/// creates them).
+/// Whether the shared state may be used: it has not failed, and its file
+/// exists (checked once; the hook never creates it).
 #[inline]
 fn usable() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     let present = *PRESENT.get_or_init(|| {
-        [shm::FILE_NAME, shm::LIMITS_FILE_NAME].iter().all(|name| {
-            let file = statedir::path().join(name);
-            file.is_file() || {
-                failed(&Error::NotFound(format!(
-                    "limiter state file {} does not exist",
-                    file.display()
-                )));
-                false
-            }
-        })
+        let file = statedir::path().join(shm::FILE_NAME);
+        file.is_file() || {
+            failed(&Error::NotFound(format!(
+                "limiter state file {} does not exist",
+                file.display()
+            )));
+            false
+        }
     });
     present && !BROKEN.load(Relaxed)
 }
@@ -169,4 +171,81 @@ pub fn view(uuid: &str) -> Option<(u64, u64)> {
         Ok((used, Some(limit))) => Some((used, limit)),
         _ => None,
     }
+}
+
+// ---- compute (launch.rs, sampler.rs) ----------------------------------------------
+
+/// What the limiter said about a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The worker has no compute limit on the device (or the state is unusable).
+    Unlimited,
+    /// Tokens taken.
+    Granted,
+    /// Short by `deficit` tokens (0: the worker is frozen).
+    Wait { deficit: u64 },
+}
+
+/// Take `tokens` for a launch of this process on device slot `slot`.
+#[inline]
+pub fn launch(slot: usize, tokens: u64) -> Gate {
+    if BROKEN.load(Relaxed) {
+        return Gate::Unlimited;
+    }
+    match shm::check_compute_on(pid(), slot, tokens) {
+        Ok(o) if o.should_block => Gate::Wait {
+            deficit: if o.available_tokens == u64::MAX {
+                0
+            } else {
+                tokens.saturating_sub(o.available_tokens)
+            },
+        },
+        Ok(o) if o.available_tokens == u64::MAX => Gate::Unlimited,
+        Ok(_) => Gate::Granted,
+        // Launches never fail: an unusable state lets them through.
+        Err(e) => {
+            failed(&e);
+            Gate::Unlimited
+        }
+    }
+}
+
+/// This process's worker's compute limit and gain on a device slot.
+pub fn steer(slot: usize) -> Option<shm::Steer> {
+    shm::steer_of(pid(), slot)
+}
+
+/// Take or keep the sampler's lease of a device slot.
+pub fn sampler_lease(slot: usize) -> bool {
+    shm::try_sampler_lease(slot).unwrap_or(false)
+}
+
+/// Host-visible pid → worker of the processes the limiter knows on a device.
+pub fn workers_on(uuid: &str) -> Vec<(u32, String)> {
+    shm::processes()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.device_uuid == uuid && !p.worker.is_empty())
+        .map(|p| (p.pid as u32, p.worker))
+        .collect()
+}
+
+/// The compute limits set on a device: (worker, percent).
+pub fn compute_limits(uuid: &str) -> Vec<(String, u64)> {
+    shm::limits()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.device_uuid == uuid)
+        .filter_map(|e| Some((e.worker, e.compute_percent? as u64)))
+        .collect()
+}
+
+/// A worker's gain on a device and whether its bucket is full (idle).
+pub fn gain(worker: &str, uuid: &str) -> Option<(u64, bool)> {
+    shm::gain_of(worker, uuid).ok().flatten()
+}
+
+/// Store the sampler's correction of a worker's rate on a device.
+pub fn set_gain(worker: &str, uuid: &str, gain: u64) {
+    let _ = shm::set_gain(worker, uuid, gain);
 }

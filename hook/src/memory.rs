@@ -44,6 +44,10 @@ pub enum Kind {
     Array,
     /// A `CUmipmappedArray`.
     Mipmapped,
+    /// A `CUcontext` (its reservation, `context.rs`).
+    Context,
+    /// A device's primary context, by ordinal (`context.rs`).
+    Primary,
 }
 
 /// What one allocation took.
@@ -186,20 +190,24 @@ pub fn allocate(
                     bytes = actual;
                 }
             }
-            let record = Record {
-                slot: device.slot,
-                bytes,
-            };
-            // An address handed out again whose earlier allocation was freed
-            // by a way the hook does not see (a context destroyed with its
-            // memory, a legacy entry point): that one's charge ends here.
-            if let Some(old) = shard(key).lock().insert((kind, key), record) {
-                limits::give_back(old.slot, old.bytes);
-            }
+            remember(kind, key, device.slot, bytes);
         }
         _ => limits::give_back(device.slot, charged),
     }
     done.result
+}
+
+/// Record that `key` took `bytes` (charged) on device slot `slot`.
+pub fn remember(kind: Kind, key: u64, slot: usize, bytes: u64) {
+    // An address handed out again whose earlier allocation was freed by a
+    // way the hook does not see (a context destroyed with its memory, a
+    // legacy entry point): that one's charge ends here.
+    if let Some(old) = shard(key)
+        .lock()
+        .insert((kind, key), Record { slot, bytes })
+    {
+        limits::give_back(old.slot, old.bytes);
+    }
 }
 
 /// Run the driver's free of `key` and give back what its allocation took.

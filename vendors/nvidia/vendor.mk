@@ -33,7 +33,7 @@ VALGRIND_EXTRA += test-nvidia-valgrind
 # Benchmark (part of `make bench`): against the fakes here; on a GPU machine
 # run `build/c-tests/bench_nvidia build/libaccelerator_nvidia.so` with the
 # real driver (see docs/nvidia.md).
-$(BUILD)/c-tests/bench_nvidia: c-tests/bench_nvidia.c include/accelerator.h
+$(BUILD)/c-tests/bench_nvidia: c-tests/bench_nvidia.c c-tests/nvml_raw.h include/accelerator.h
 	@mkdir -p $(BUILD)/c-tests
 	$(CC) $(CFLAGS) -o $@ $< -ldl
 

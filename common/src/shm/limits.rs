@@ -7,8 +7,10 @@
 //! mode 0644, a worker's container mounts it read-only, and clients open it
 //! `O_RDONLY` and map it `PROT_READ`, so a client has no way to raise its
 //! own limit or thaw itself, nor to change another worker's. It is created
-//! by the first host call that writes it (or, on a node where no host call
-//! ran yet, by the first client, as an empty file: no limits).
+//! by the first host call that writes it, never by a client: until then a
+//! client has no limits, and looks for the file again on each check (its
+//! slow path; in a deployment the host sets a worker's limits before the
+//! worker's containers start, which need the file to mount it).
 //!
 //! | part | size | content |
 //! |---|---|---|
@@ -30,7 +32,7 @@ use super::file::Kind;
 use super::*;
 use std::sync::atomic::{AtomicPtr, AtomicU32};
 
-pub const LIMITS_NAME: &str = "limits.shm";
+pub(super) const LIMITS_NAME: &str = "limits.shm";
 const LIMITS_MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMS\0");
 const LIMITS_VERSION: u64 = 1;
 
@@ -158,7 +160,10 @@ pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
     if let Some(r) = row(d) {
         return Ok(r);
     }
-    let lim = client()?;
+    let Some(lim) = client()? else {
+        // No limits file yet: no limits; looked for again next time.
+        return Ok(&UNLIMITED);
+    };
     let generation = lim.header.generation.load(Acquire);
     if SEEN.swap(generation, AcqRel) != generation {
         for r in &ROW {
@@ -195,42 +200,36 @@ pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
     Ok(row)
 }
 
-/// The read-only mapping, opened on first use (created empty if missing).
-fn client() -> Res<&'static Limits> {
-    if let Some(l) = map::published_as(&RO) {
-        return Ok(l);
-    }
-    let _g = owner::OPEN.lock();
-    if let Some(l) = map::published_as(&RO) {
-        return Ok(l);
-    }
-    let (file, _) = match file::open_kind_read(&LIMITS)? {
-        Some(f) => f,
-        None => {
-            drop(file::open_kind(&LIMITS)?);
-            file::open_kind_read(&LIMITS)?.ok_or_else(|| {
-                Error::OperationFailed(format!("{LIMITS_NAME} disappeared as it was created"))
-            })?
-        }
-    };
-    let l = map::map_as::<Limits>(&file, false)?;
-    map::publish_as(&RO, l);
-    Ok(l)
+/// The read-only mapping, opened on first use; None while the host has
+/// not created the file (a client never does).
+fn client() -> Res<Option<&'static Limits>> {
+    mapping(&RO, false)
 }
 
-/// The read-write mapping, for the host's writes.
+/// The read-write mapping, for the host's writes (the file created if new).
 fn host() -> Res<&'static Limits> {
-    if let Some(l) = map::published_as(&RW) {
-        return Ok(l);
+    mapping(&RW, true)?.ok_or_else(|| Error::Internal("limits file not created".into()))
+}
+
+fn mapping(slot: &AtomicPtr<Limits>, write: bool) -> Res<Option<&'static Limits>> {
+    if let Some(l) = map::published_as(slot) {
+        return Ok(Some(l));
     }
     let _g = owner::OPEN.lock();
-    if let Some(l) = map::published_as(&RW) {
-        return Ok(l);
+    if let Some(l) = map::published_as(slot) {
+        return Ok(Some(l));
     }
-    let (file, _) = file::open_kind(&LIMITS)?;
-    let l = map::map_as::<Limits>(&file, true)?;
-    map::publish_as(&RW, l);
-    Ok(l)
+    let file = if write {
+        file::open_kind(&LIMITS)?.0
+    } else {
+        match file::open_kind_read(&LIMITS)? {
+            Some((f, _)) => f,
+            None => return Ok(None),
+        }
+    };
+    let l = map::map_as::<Limits>(&file, write)?;
+    map::publish_as(slot, l);
+    Ok(Some(l))
 }
 
 /// The entry named `name`, appended if new (the directory lock held).
@@ -375,7 +374,9 @@ pub(super) fn each_row(mut f: impl FnMut(String, String, &Row)) -> Res<()> {
 
 /// The memory limit of `worker` on `uuid` (0 = none), read by a client.
 pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
-    let lim = client()?;
+    let Some(lim) = client()? else {
+        return Ok(0);
+    };
     Ok(
         match (
             find_ready(&lim.workers, |k| &k.key, worker),

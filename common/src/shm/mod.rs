@@ -37,6 +37,7 @@
 //! - `compute`: the token bucket;
 //! - `limits`: the host-owned limits file (limits, freezing), read-only to clients;
 //! - `freeze`: FreezeWorker, AutoFreeze;
+//! - `steer`: the measured correction of the compute refill rate, the sampler's lease;
 //! - `reports`: hard limits and per-process usage for libaccelerator;
 //! - `snapshot`: the host's reads, from a `pread` copy (never a mapping).
 //!
@@ -61,17 +62,20 @@ mod process;
 mod reclaim;
 mod reports;
 mod snapshot;
+mod steer;
 
 pub use compute::{check_compute, check_compute_on, ComputeOutcome};
 pub use devices::CLIENT_ENTRIES;
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
-pub use limits::LIMITS_NAME as LIMITS_FILE_NAME;
 pub use memory::{check_memory, check_memory_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
     limits, processes, set_compute_limit, set_compute_limit_for_caller, set_memory_limit,
     set_memory_limit_for_caller, LimitEntry, ProcessUsage,
+};
+pub use steer::{
+    gain_of, set_gain, steer_of, try_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
 
 use crate::{Error, Res};

@@ -1,0 +1,135 @@
+/* The compute test app: launches kernels on the fake driver's device 0
+ * under LD_PRELOAD=libcuda_limiter.so (test_compute.c drives it).
+ *
+ *   spin SECONDS     cuLaunchKernel_ptsz (through cuGetProcAddress_v2 with
+ *                    per-thread flags) as fast as allowed for SECONDS
+ *   paths N          N launches through each of the 8 launch entry points,
+ *                    each reached by cuGetProcAddress_v2 and by dlsym;
+ *                    checks the driver saw every one; prints the seconds taken
+ *   blocked MS       (a frozen worker) a thread launches, and never gets
+ *                    through in MS ms; meanwhile the main thread uses the
+ *                    driver, then returns from main with the thread still
+ *                    waiting: the process exits
+ */
+#include <pthread.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../test_util.h"
+
+typedef int CUresult;
+typedef void *CUcontext;
+typedef CUresult (*get_proc_fn)(const char *, void **, int, unsigned long long, int *);
+typedef CUresult (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, void *, void **, void **);
+typedef CUresult (*launch_ex_fn)(const void *, void *, void **, void **);
+typedef CUresult (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, void *, void **);
+typedef CUresult (*graph_fn)(void *, void *);
+
+static void *lib;
+static get_proc_fn get_proc;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *proc(const char *name, int per_thread) {
+  void *fn = NULL;
+  int status = -1;
+  CUresult r = get_proc(name, &fn, 12000, per_thread ? 2 : 0, &status);
+  CHECK(r == 0 && fn, "cuGetProcAddress_v2(%s): %d", name, r);
+  return fn;
+}
+
+/* One launch through `fn`, whose kind is the entry point's base name. */
+static CUresult launch(const char *base, void *fn) {
+  static int dummy;
+  void *f = &dummy;
+  if (strcmp(base, "cuLaunchKernel") == 0)
+    return ((launch_fn)fn)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+  if (strcmp(base, "cuLaunchKernelEx") == 0)
+    return ((launch_ex_fn)fn)(&dummy, f, NULL, NULL);
+  if (strcmp(base, "cuLaunchCooperativeKernel") == 0)
+    return ((coop_fn)fn)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
+  return ((graph_fn)fn)(f, NULL);
+}
+
+static _Atomic unsigned long long launched;
+static CUcontext ctx;
+static CUresult (*set_current)(CUcontext);
+
+static void *launcher(void *fn) {
+  set_current(ctx);
+  for (;;) {
+    CHECK(launch("cuLaunchKernel", fn) == 0, "launch");
+    launched++;
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3)
+    return 2;
+  lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 2;
+  }
+  get_proc = (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2");
+  CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(lib, "cuInit");
+  CUresult (*retain)(CUcontext *, int) = (CUresult(*)(CUcontext *, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
+  set_current = (CUresult(*)(CUcontext))dlsym(lib, "cuCtxSetCurrent");
+  unsigned long long (*calls)(const char *) =
+      (unsigned long long (*)(const char *))dlsym(lib, "fake_cuda_calls");
+  if (!get_proc || !init || !retain || !set_current || !calls || init(0) || retain(&ctx, 0) ||
+      set_current(ctx)) {
+    fprintf(stderr, "app_launch: no driver\n");
+    return 2;
+  }
+  if (strcmp(argv[1], "spin") == 0) {
+    launch_fn k = (launch_fn)proc("cuLaunchKernel", 1);
+    double end = now_s() + atof(argv[2]);
+    unsigned long long n = 0;
+    while (now_s() < end) {
+      CHECK(launch("cuLaunchKernel", (void *)k) == 0, "launch");
+      n++;
+    }
+    printf("%llu\n", n);
+    return test_summary();
+  }
+  if (strcmp(argv[1], "blocked") == 0) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, launcher, proc("cuLaunchKernel", 0)) == 0, "thread");
+    usleep((useconds_t)atoi(argv[2]) * 1000);
+    CHECK(launched == 0, "a frozen worker's launch got through (%llu)", (unsigned long long)launched);
+    CHECK(proc("cuMemAlloc", 0) != NULL, "the other threads use the driver meanwhile");
+    return test_summary();
+  }
+  if (strcmp(argv[1], "paths") == 0) {
+    static const char *const bases[] = {"cuLaunchKernel", "cuLaunchKernelEx",
+                                        "cuLaunchCooperativeKernel", "cuGraphLaunch"};
+    int n = atoi(argv[2]);
+    double t0 = now_s();
+    for (size_t b = 0; b < 4; b++)
+      for (int pt = 0; pt < 2; pt++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", bases[b], pt ? "_ptsz" : "");
+        void *ways[2] = {proc(bases[b], pt), dlsym(lib, name)};
+        CHECK(ways[1] != NULL, "dlsym(%s)", name);
+        unsigned long long before = calls(name);
+        for (int w = 0; w < 2; w++)
+          for (int i = 0; i < n; i++)
+            CHECK(launch(bases[b], ways[w]) == 0, "%s", name);
+        CHECK(calls(name) - before == 2ULL * (unsigned)n, "%s: the driver saw %llu of %d", name,
+              calls(name) - before, 2 * n);
+      }
+    printf("%.3f\n", now_s() - t0);
+    return test_summary();
+  }
+  return 2;
+}
