@@ -9,7 +9,7 @@
 //! FreezeWorker spans only. The words live in the host-owned limits file
 //! (`limits.rs`), which clients cannot write.
 
-use super::limits::{LimitWorker, Row};
+use super::limits::LimitWorker;
 use super::*;
 
 /// A worker's freeze state.
@@ -96,9 +96,9 @@ pub fn auto_freeze(worker: &str, uuid: &str, resource: Resource, frozen: bool) -
     if !known(worker)? {
         return Err(unknown(worker));
     }
-    let word: fn(&Row) -> &AtomicU64 = match resource {
-        Resource::Memory => |r| &r.mem_frozen,
-        Resource::Compute => |r| &r.cu_frozen,
+    let bit = match resource {
+        Resource::Memory => limits::MEM_BIT,
+        Resource::Compute => limits::CU_BIT,
     };
-    limits::set_auto(worker, uuid, frozen, word)
+    limits::set_auto(worker, uuid, frozen, bit)
 }

@@ -17,20 +17,21 @@
 //! | header | 4 KiB | magic `ACCLIMS`, version, size, generation |
 //! | devices | 64 × 128 B | device UUIDs the host named |
 //! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time |
-//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, memory auto-freeze, compute limit, compute auto-freeze, the worker's freeze |
+//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze) |
 //!
 //! Names are appended under the state directory's lock (`statedir::lock_dir`)
 //! and never removed, so an index found for a name stays that name's; each
 //! new name bumps the generation. A client keeps, per device slot of its
-//! books, the row index it found (`ROW`): the hot path loads it and the
-//! row's line (read-mostly: it changes only when the host sets a limit or
-//! freezes). A slot whose worker or device has no row yet is `NONE` (or
-//! `FROZEN_NONE`, for a frozen worker), valid while the generation is the
-//! one it was looked up at: freezing and resuming bump it too.
+//! books, a pointer to the row it found (`ROW`): the hot path loads it and
+//! the row's line (read-mostly: it changes only when the host sets a limit
+//! or freezes). A slot whose worker or device has no row yet points at a
+//! placeholder in the process (`UNLIMITED`, or `FROZEN` for a frozen
+//! worker), valid while the generation is the one it was looked up at:
+//! freezing and resuming bump it too.
 
 use super::file::Kind;
 use super::*;
-use std::sync::atomic::{AtomicPtr, AtomicU32};
+use std::sync::atomic::AtomicPtr;
 
 pub(super) const LIMITS_NAME: &str = "limits.shm";
 const LIMITS_MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMS\0");
@@ -58,37 +59,45 @@ pub(super) struct LimitWorker {
 pub(super) struct Row {
     /// Bytes, 0 = unlimited.
     pub(super) mem_limit: AtomicU64,
-    /// AutoFreeze of "memory": 1 = frozen.
-    pub(super) mem_frozen: AtomicU64,
     /// Percent, 0 = unlimited.
     pub(super) cu_limit: AtomicU64,
-    /// AutoFreeze of "compute": 1 = frozen.
-    pub(super) cu_frozen: AtomicU64,
-    /// 1 while the worker is frozen (FreezeWorker), on each of its rows.
-    pub(super) frozen: AtomicU64,
+    /// [`FROZEN_BIT`] while the worker is frozen (FreezeWorker, on each of
+    /// its rows), [`MEM_BIT`] / [`CU_BIT`] while AutoFreeze holds that
+    /// resource here: one load tells a check whether to block.
+    pub(super) blocked: AtomicU64,
 }
 
+pub(super) const FROZEN_BIT: u64 = 1;
+pub(super) const MEM_BIT: u64 = 2;
+pub(super) const CU_BIT: u64 = 4;
+
 impl Row {
-    const fn zero() -> Row {
+    const fn with(blocked: u64) -> Row {
         Row {
             mem_limit: AtomicU64::new(0),
-            mem_frozen: AtomicU64::new(0),
             cu_limit: AtomicU64::new(0),
-            cu_frozen: AtomicU64::new(0),
-            frozen: AtomicU64::new(0),
+            blocked: AtomicU64::new(blocked),
         }
     }
 
     /// Whether memory checks must block.
     #[inline(always)]
     pub(super) fn mem_blocked(&self) -> bool {
-        self.frozen.load(Acquire) != 0 || self.mem_frozen.load(Acquire) != 0
+        self.blocked.load(Acquire) & (FROZEN_BIT | MEM_BIT) != 0
     }
 
     /// Whether compute checks must block.
     #[inline(always)]
     pub(super) fn cu_blocked(&self) -> bool {
-        self.frozen.load(Acquire) != 0 || self.cu_frozen.load(Acquire) != 0
+        self.blocked.load(Acquire) & (FROZEN_BIT | CU_BIT) != 0
+    }
+
+    fn set(&self, bit: u64, on: bool) {
+        if on {
+            self.blocked.fetch_or(bit, AcqRel);
+        } else {
+            self.blocked.fetch_and(!bit, AcqRel);
+        }
     }
 }
 
@@ -110,21 +119,25 @@ pub(super) const LIMITS: Kind = Kind {
 
 /// The row of a worker without limits (the anonymous pool, or a worker the
 /// host never named).
-static UNLIMITED: Row = Row::zero();
+static UNLIMITED: Row = Row::with(0);
 
 /// A frozen worker on a device the host never named.
-static FROZEN: Row = Row {
-    frozen: AtomicU64::new(1),
-    ..Row::zero()
-};
+static FROZEN: Row = Row::with(FROZEN_BIT);
 
-const NONE: u32 = u32::MAX;
-const FROZEN_NONE: u32 = u32::MAX - 1;
-/// Per device slot of the books: 0 = not looked up, NONE = no row and
-/// FROZEN_NONE = no row but the worker is frozen (both at generation
-/// `SEEN`), else 1 + worker index × MAX_DEVICES + device index.
-static ROW: [AtomicU32; MAX_DEVICES] = [const { AtomicU32::new(0) }; MAX_DEVICES];
+/// Per device slot of the books: the row found for it (null: not looked
+/// up). `UNLIMITED` and `FROZEN` (no row in the file) hold only while the
+/// generation is `SEEN`, the one they were found at.
+static ROW: [AtomicPtr<Row>; MAX_DEVICES] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVICES];
 static SEEN: AtomicU64 = AtomicU64::new(0);
+
+fn placeholder(r: &Row) -> bool {
+    std::ptr::eq(r, &UNLIMITED) || std::ptr::eq(r, &FROZEN)
+}
+
+fn keep(d: usize, r: &'static Row) {
+    map::publish_as(&ROW[d], r);
+}
 
 /// This process's read-only mapping (clients) and read-write one (host).
 static RO: AtomicPtr<Limits> = AtomicPtr::new(std::ptr::null_mut());
@@ -133,23 +146,21 @@ static RW: AtomicPtr<Limits> = AtomicPtr::new(std::ptr::null_mut());
 /// Forget the rows looked up (a forked child, a process that changed worker).
 pub(super) fn forget_rows() {
     for r in &ROW {
-        r.store(0, Relaxed);
+        r.store(std::ptr::null_mut(), Relaxed);
     }
 }
 
-/// The row of device slot `d` for this process, if looked up and current.
+/// The row of device slot `d` for this process, if looked up and current:
+/// one load of this process's own word, then the row's line.
 #[inline(always)]
 pub(super) fn row(d: usize) -> Option<&'static Row> {
-    let lim = map::published_as(&RO)?;
-    match ROW.get(d)?.load(Relaxed) {
-        0 => None,
-        m @ (NONE | FROZEN_NONE) => (lim.header.generation.load(Acquire) == SEEN.load(Relaxed))
-            .then_some(if m == NONE { &UNLIMITED } else { &FROZEN }),
-        i => {
-            let i = i as usize - 1;
-            lim.rows.get(i / MAX_DEVICES)?.get(i % MAX_DEVICES)
-        }
+    let r = map::published_as(ROW.get(d)?)?;
+    if placeholder(r)
+        && map::published_as(&RO)?.header.generation.load(Acquire) != SEEN.load(Relaxed)
+    {
+        return None;
     }
+    Some(r)
 }
 
 /// [`row`], looking it up when needed: the row of the worker of process
@@ -167,8 +178,8 @@ pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
     let generation = lim.header.generation.load(Acquire);
     if SEEN.swap(generation, AcqRel) != generation {
         for r in &ROW {
-            for m in [NONE, FROZEN_NONE] {
-                let _ = r.compare_exchange(m, 0, Relaxed, Relaxed);
+            if map::published_as(r).is_some_and(placeholder) {
+                r.store(std::ptr::null_mut(), Relaxed);
             }
         }
     }
@@ -183,19 +194,19 @@ pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
             find_ready(&lim.devices, |k| k, &uuid),
         )
     };
-    let (marker, row) = match (lw, ld) {
+    let row = match (lw, ld) {
         (Some(lw), Some(ld)) => {
-            let x = lw * MAX_DEVICES + ld;
-            ROW[d].store(x as u32 + 1, Relaxed);
-            return Ok(&lim.rows[lw][ld]);
+            let row = &lim.rows[lw][ld];
+            keep(d, row);
+            return Ok(row);
         }
-        (Some(lw), None) if lim.workers[lw].freeze.load(Acquire) != 0 => (FROZEN_NONE, &FROZEN),
-        _ => (NONE, &UNLIMITED),
+        (Some(lw), None) if lim.workers[lw].freeze.load(Acquire) != 0 => &FROZEN,
+        _ => &UNLIMITED,
     };
-    ROW[d].store(marker, Relaxed);
+    keep(d, row);
     // A name or freeze published since the lookup began: look again next time.
     if lim.header.generation.load(Acquire) != generation {
-        ROW[d].store(0, Relaxed);
+        ROW[d].store(std::ptr::null_mut(), Relaxed);
     }
     Ok(row)
 }
@@ -274,8 +285,7 @@ fn host_row(lim: &'static Limits, worker: &str, uuid: &str) -> Res<&'static Row>
     let w = claim(lim, &lim.workers, |k| &k.key, worker)?;
     let d = claim(lim, &lim.devices, |k| k, uuid)?;
     let row = &lim.rows[w][d];
-    row.frozen
-        .store((lim.workers[w].freeze.load(Acquire) != 0).into(), Release);
+    row.set(FROZEN_BIT, lim.workers[w].freeze.load(Acquire) != 0);
     Ok(row)
 }
 
@@ -293,18 +303,13 @@ pub(super) fn set_limit(
     })
 }
 
-/// Set or clear an AutoFreeze word of `worker` on `uuid`.
-pub(super) fn set_auto(
-    worker: &str,
-    uuid: &str,
-    frozen: bool,
-    word: fn(&Row) -> &AtomicU64,
-) -> Res<()> {
+/// Set or clear an AutoFreeze bit ([`MEM_BIT`], [`CU_BIT`]) of `worker` on `uuid`.
+pub(super) fn set_auto(worker: &str, uuid: &str, frozen: bool, bit: u64) -> Res<()> {
     write(|lim| {
         if !frozen && find_ready(&lim.devices, |k| k, uuid).is_none() {
             return Ok(()); // nothing frozen there
         }
-        word(host_row(lim, worker, uuid)?).store(frozen.into(), Release);
+        host_row(lim, worker, uuid)?.set(bit, frozen);
         Ok(())
     })
 }
@@ -317,7 +322,7 @@ pub(super) fn set_frozen(worker: &str, now_ms: u64) -> Res<&'static LimitWorker>
         let wk = &lim.workers[w];
         let _ = wk.freeze.compare_exchange(0, now_ms + 1, AcqRel, Acquire);
         for row in &lim.rows[w] {
-            row.frozen.store(1, Release);
+            row.set(FROZEN_BIT, true);
         }
         // Clients that found no row for a device look again (`row_of`).
         lim.header.generation.fetch_add(1, AcqRel);
@@ -338,7 +343,7 @@ pub(super) fn set_running(worker: &str, now_ms: u64) -> Res<Option<&'static Limi
                 .fetch_add(now_ms.saturating_sub(since - 1), AcqRel);
         }
         for row in &lim.rows[w] {
-            row.frozen.store(0, Release);
+            row.set(FROZEN_BIT, false);
         }
         lim.header.generation.fetch_add(1, AcqRel);
         Ok(Some(wk))

@@ -47,6 +47,9 @@ pub(super) unsafe trait Atomics {}
 unsafe impl Atomics for Layout {}
 // SAFETY: atomics only (limits.rs).
 unsafe impl Atomics for super::limits::Limits {}
+// SAFETY: atomics only (limits.rs); a row of a mapping from `map_as` or a
+// static one, either way valid for 'static.
+unsafe impl Atomics for super::limits::Row {}
 
 /// Map `file` (checked: its size is `size_of::<T>()`) shared, read-write
 /// or read-only, as a `T`. A read-only mapping is only ever loaded from (a
@@ -83,18 +86,20 @@ pub(super) fn map_as<T: Atomics>(file: &File, write: bool) -> Res<&'static T> {
     Ok(unsafe { &*p.cast::<T>() })
 }
 
-/// The mapping published in `slot`, if any.
+/// What was published in `slot`, if anything. A slot given here is only
+/// ever stored to by [`publish_as`] or with null (`shm` keeps to that).
 #[inline(always)]
 pub(super) fn published_as<T: Atomics>(
     slot: &std::sync::atomic::AtomicPtr<T>,
 ) -> Option<&'static T> {
     let p = slot.load(std::sync::atomic::Ordering::Acquire);
-    // SAFETY: only `publish_as` stores here, a pointer from `map_as`: valid
-    // for 'static (never unmapped).
+    // SAFETY: the slot holds null or a pointer `publish_as` took from a
+    // `&'static T` (a mapping from `map_as`, never unmapped; a part of
+    // one; a static).
     unsafe { p.as_ref() }
 }
 
-/// Publish `t` (from [`map_as`]) in `slot`.
+/// Publish `t` (a mapping from [`map_as`], a part of one, a static) in `slot`.
 pub(super) fn publish_as<T: Atomics>(slot: &std::sync::atomic::AtomicPtr<T>, t: &'static T) {
     slot.store(
         (t as *const T).cast_mut(),
