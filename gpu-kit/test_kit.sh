@@ -94,6 +94,11 @@ check "hook without launch throttling: runs" run_kit "$tmp/nothrottle" 1 -- --fa
 kit_dir=
 check "hook without launch throttling: compute not measured, reason given" report_is "$tmp/nothrottle/report.json" \
   's["limits"]["compute_limit"]["status"] == "not measured" and "no launch throttling" in s["limits"]["compute_limit"]["reason"]'
+# 5c. NVML without per-process utilization: compute not measured, exit 0.
+check "no per-process utilization: exit 0" run_kit "$tmp/noputil" 0 \
+  FAKE_NVML_FAIL=nvmlDeviceGetProcessUtilization -- --fake "$fakes"
+check "no per-process utilization: compute not measured, reason given" report_is "$tmp/noputil/report.json" \
+  'r["status"] == "pass" and s["limits"]["memory_limit"] == "match" and s["limits"]["compute_limit"]["status"] == "not measured" and "nvmlDeviceGetProcessUtilization returned 999" in s["limits"]["compute_limit"]["reason"]'
 # 6. A library that disagrees with the driver: non-zero.
 check "wrong library: exit 1" run_kit "$tmp/wrong" 1 ACCELERATOR_VENDOR=stub -- --fake "$fakes" --lib "$stub"
 check "wrong library: mismatch rows" report_is "$tmp/wrong/report.json" \
