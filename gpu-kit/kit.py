@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+import kit_compute
+
 KIT = os.path.dirname(os.path.abspath(__file__))
 MIB = 1 << 20
 
@@ -47,11 +49,17 @@ if FAKE:
     CUDA_PATH = os.environ.get("KIT_CUDA_PATH", os.path.join(FAKE, "libcuda.so.1"))
     HOLD_BYTES = 256 * MIB
     LOAD_SECONDS = 1.0
+    # Compute limits: converge, then measure, read in windows (test_compute's).
+    COMPUTE_TIMINGS = {"converge_s": 2.0, "measure_s": 2.0, "window_s": 0.25}
 else:
     NVML_PATH = os.environ.get("KIT_NVML_PATH", "libnvidia-ml.so.1")
     CUDA_PATH = os.environ.get("KIT_CUDA_PATH", "libcuda.so.1")
     HOLD_BYTES = 4 << 30
     LOAD_SECONDS = 5.0
+    # Longer than in fake mode: the spin kernel takes milliseconds, far from the
+    # hook's 50 us launch estimate, so its gain has further to go, and NVML's
+    # per-process samples come less often than the fake's.
+    COMPUTE_TIMINGS = {"converge_s": 5.0, "measure_s": 4.0, "window_s": 0.5}
 STATE_DIR = tempfile.mkdtemp(prefix="gpu-kit-state.")
 ENV = dict(os.environ)
 ENV.update({
@@ -64,6 +72,12 @@ ENV.update({
     "ACCELERATOR_STATE_DIR": STATE_DIR,
     "ACCELERATOR_LOG": ENV.get("ACCELERATOR_LOG", "warn"),
 })
+if FAKE:
+    # The fake driver's simulated device: kernels of every process serialize on
+    # it (FAKE_KERNEL_US each) and the fake NVML reports per-process
+    # utilization from it. Set here too: this process reads that NVML.
+    ENV.update({"FAKE_GPU_TIMELINE": os.path.join(STATE_DIR, "timeline"), "FAKE_KERNEL_US": "100"})
+    os.environ["FAKE_GPU_TIMELINE"] = ENV["FAKE_GPU_TIMELINE"]
 
 report = {
     "schema": "gpu-kit/1",
@@ -495,7 +509,7 @@ def kit_cuda(*args, env=None):
     return (json.loads(lines[-1]) if lines else {"error": p.stderr.strip()}), None
 
 
-def limits(devices):
+def limits(nv, devices):
     hook = os.path.join(KIT, "libcuda_limiter.so")
     if not os.path.exists(hook):
         return section("limits", "not measured", "hook library absent (libcuda_limiter.so not in the kit)")
@@ -522,9 +536,14 @@ def limits(devices):
           and beyond.get("total") == limit and beyond.get("alloc_result") == 2)  # CUDA_ERROR_OUT_OF_MEMORY
     if not ok:
         problems.append(f"limits: SetMemHardLimit rc {rc}, runs {runs}")
+    compute = kit_compute.compute_limits(dict(COMPUTE_TIMINGS, kit=KIT, hook=hook, env=ENV, nvml=nv.lib,
+                                              library=library), uuid)
+    for row in compute["rows"] if "rows" in compute else []:
+        if row["result"] in ("mismatch", "failure"):
+            problems.append(f"limits: compute limit {row['limit']} %: {row['result']} "
+                            f"(measured {row.get('measured')}, {row.get('reason', 'tolerance ±5')})")
     return section("limits", "measured", device=uuid, limit_bytes=limit, set_rc=rc, runs=runs,
-                   memory_limit="match" if ok else "mismatch",
-                   compute_limit="not measured: compute-limit accuracy (30 %, 70 %) is not in this kit version")
+                   memory_limit="match" if ok else "mismatch", compute_limit=compute)
 
 
 # ---------------------------------------------------------------- main
@@ -580,6 +599,10 @@ def markdown():
             lines += ["", f"GPM under the kit's own load: `{json.dumps(s['gpm_under_load'])}`"]
             if s.get("accel"):
                 lines += ["", f"AccelGetDeviceMetrics values: `{json.dumps(s['accel'])}`"]
+        elif name == "limits" and s["status"] == "measured":
+            body = {k: v for k, v in s.items() if k not in ("status", "compute_limit")}
+            lines += [f"memory limit: **{s['memory_limit']}**", "", "```json", json.dumps(body, indent=1), "```", ""]
+            lines += compute_table(s["compute_limit"])
         elif s["status"] == "measured":
             body = {k: v for k, v in s.items() if k != "status"}
             lines += ["```json", json.dumps(body, indent=1), "```"]
@@ -587,6 +610,26 @@ def markdown():
     if problems:
         lines += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
     return "\n".join(lines)
+
+
+def compute_table(c):
+    """The compute-limit accuracy table (the per-window readings stay in report.json)."""
+    head = f"compute limit (kit_cuda load under the hook, utilization from NVML by pid): **{c['status']}**"
+    if c.get("reason"):
+        head += f" — {c['reason']}"
+    if "rows" not in c:
+        return [head]
+    t = c["timings_s"]
+    lines = [head + f"; {t['converge_s']:g} s to converge, then {t['measure_s']:g} s measured, "
+             f"read every {t['window_s']:g} s; match within ±{c['tolerance_points']} points", "",
+             "| limit | measured | error | converged in | launches | result |", "|---|---|---|---|---|---|"]
+    for r in c["rows"]:
+        conv = r.get("converged_in_s")
+        conv = f"{conv:g} s" if conv is not None else "not within the run" if "measured" in r else ""
+        lines.append(f"| {r['limit']} % | {cell(r.get('measured'))} % | {cell(r.get('error'))} | {conv} | "
+                     f"{cell(r.get('load', {}).get('launches'))} | {r['result']}"
+                     f"{' (' + r['reason'] + ')' if r.get('reason') else ''} |")
+    return lines
 
 
 def main():
@@ -616,7 +659,7 @@ def main():
     discovery(nv, devices)
     metrics(nv, dev)
     snapshot(dev)
-    limits(devices)
+    limits(nv, devices)
     finish("mismatch" if any(p.startswith("discovery") for p in problems) else
            "failure" if problems else "pass")
 

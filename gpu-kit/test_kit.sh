@@ -24,13 +24,13 @@ if not ok:
 sys.exit(0 if ok else 1)
 PY
 }
-run_kit() { # out dir, expected exit status, [VAR=value ...] -- run.sh arguments...
+run_kit() { # out dir, expected exit status, [VAR=value ...] -- run.sh arguments (kit: $kit_dir or $kit)
   out=$1 want=$2; shift 2
   vars=""
   while [ "$1" != "--" ]; do vars="$vars $1"; shift; done
   shift
   # shellcheck disable=SC2086 # the VAR=value words are meant to split
-  env $vars "$kit/run.sh" --out "$out" "$@" > "$out.log" 2>&1
+  env $vars "${kit_dir:-$kit}/run.sh" --out "$out" "$@" > "$out.log" 2>&1
   got=$?
   [ "$got" = "$want" ] || { echo "run.sh $* exited $got, want $want:" >&2; cat "$out.log" >&2; return 1; }
 }
@@ -60,6 +60,11 @@ check "snapshot/resume with checksum intact" report_is "$r" \
 # goes on the device CUDA runs on, not on the first one NVML lists.
 check "limits: the hook holds the memory limit" report_is "$r" \
   's["limits"]["status"] == "measured" and s["limits"]["memory_limit"] == "match" and s["limits"]["device"].endswith("a4") and s["limits"]["runs"]["beyond"]["meminfo"]["alloc_result"] == 2'
+# Compute limits: the kit's load under the hook on the simulated device,
+# read through the fake NVML's per-process utilization.
+check "limits: compute accuracy at 30 % and 70 % within ±5, converged" report_is "$r" \
+  '(lambda c: c["status"] == "measured" and [x["limit"] for x in c["rows"]] == [30, 70] and all(x["result"] == "match" and abs(x["error"]) <= 5 and x["converged_in_s"] is not None and x["load"]["launches"] > 0 for x in c["rows"]))(s["limits"]["compute_limit"])'
+check "report.md has the compute table" grep -q "^| 70 % | .* | match |$" "$tmp/fake/report.md"
 check "report.md says fake mode" grep -q "Fake mode" "$tmp/fake/report.md"
 
 # 2. No driver at all.
@@ -78,6 +83,22 @@ check "old driver: snapshot not measured, reason given" report_is "$tmp/old/repo
 check "no CUDA device: exit 0" run_kit "$tmp/nodev" 0 FAKE_CUDA_NO_DEVICE=1 -- --fake "$fakes"
 check "no CUDA device: load, snapshot and limits not measured, reason given" report_is "$tmp/nodev/report.json" \
   'r["status"] == "pass" and s["snapshot"]["status"] == "not measured" and "MIG mode on" in s["snapshot"]["reason"] and s["metrics"]["gpm_under_load"]["status"] == "not measured" and s["limits"]["status"] == "not measured" and "MIG mode on" in s["limits"]["reason"]'
+# 5b. A hook without launch throttling (here liblimiter.so in its place: no
+# cuLaunchKernel): compute not measured, with the reason. Its memory limit
+# is not held either, so this run exits 1.
+mkdir -p "$tmp/nothrottle-kit"
+for f in "$(cd "$kit" && pwd)"/*; do ln -s "$f" "$tmp/nothrottle-kit/"; done
+ln -sf "$(cd "$kit" && pwd)/liblimiter.so" "$tmp/nothrottle-kit/libcuda_limiter.so"
+kit_dir=$tmp/nothrottle-kit
+check "hook without launch throttling: runs" run_kit "$tmp/nothrottle" 1 -- --fake "$fakes"
+kit_dir=
+check "hook without launch throttling: compute not measured, reason given" report_is "$tmp/nothrottle/report.json" \
+  's["limits"]["compute_limit"]["status"] == "not measured" and "no launch throttling" in s["limits"]["compute_limit"]["reason"]'
+# 5c. NVML without per-process utilization: compute not measured, exit 0.
+check "no per-process utilization: exit 0" run_kit "$tmp/noputil" 0 \
+  FAKE_NVML_FAIL=nvmlDeviceGetProcessUtilization -- --fake "$fakes"
+check "no per-process utilization: compute not measured, reason given" report_is "$tmp/noputil/report.json" \
+  'r["status"] == "pass" and s["limits"]["memory_limit"] == "match" and s["limits"]["compute_limit"]["status"] == "not measured" and "nvmlDeviceGetProcessUtilization returned 999" in s["limits"]["compute_limit"]["reason"]'
 # 6. A library that disagrees with the driver: non-zero.
 check "wrong library: exit 1" run_kit "$tmp/wrong" 1 ACCELERATOR_VENDOR=stub -- --fake "$fakes" --lib "$stub"
 check "wrong library: mismatch rows" report_is "$tmp/wrong/report.json" \

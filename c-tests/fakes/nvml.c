@@ -20,6 +20,7 @@
  * instance profiles 0..8, NVML_NVLINK_MAX_LINKS 36, NVML_GPM_METRIC_MAX 333.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,15 +243,32 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(void *h, unsigned *n) {
 /* Device memory the fake driver holds on `g` when this process has loaded
  * it (libcuda.so.1's fake_cuda_used_on): a real NVML sees the driver's
  * allocations and contexts in its used memory. */
-static unsigned long long driver_used(const gpu_t *g) {
-  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!cuda)
+static int is_cuda(struct dl_phdr_info *info, size_t size, void *path) {
+  (void)size;
+  const char *slash = strrchr(info->dlpi_name, '/');
+  if (strcmp(slash ? slash + 1 : info->dlpi_name, "libcuda.so.1") != 0)
     return 0;
-  unsigned long long (*used)(const char *) =
-      (unsigned long long (*)(const char *))dlsym(cuda, "fake_cuda_used_on");
-  unsigned long long n = used ? used(g->uuid) : 0;
-  dlclose(cuda);
-  return n;
+  *(const char **)path = info->dlpi_name;
+  return 1;
+}
+static unsigned long long driver_used(const gpu_t *g) {
+  /* Looked up once the driver is loaded, through the in-memory list of
+   * loaded objects (a dlopen by soname would search the disk on every
+   * query while the driver is absent), so a memory query stays as cheap as
+   * a real NVML's for the benchmarks that time it. */
+  static unsigned long long (*_Atomic used)(const char *);
+  if (!used) {
+    const char *path = NULL;
+    if (!dl_iterate_phdr(is_cuda, &path) || !path)
+      return 0;
+    void *cuda = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (!cuda)
+      return 0;
+    used = (unsigned long long (*)(const char *))dlsym(cuda, "fake_cuda_used_on");
+    if (!used)
+      dlclose(cuda);
+  }
+  return used ? used(g->uuid) : 0;
 }
 typedef struct {
   unsigned version;
