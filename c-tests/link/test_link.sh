@@ -6,6 +6,7 @@
 #   -L dir -laccelerator_<vendor> -Wl,-rpath,dir     -> that vendor
 #   dir/libaccelerator_<vendor>.so -Wl,-rpath,dir    -> that vendor
 #   -L dir -laccelerator -Wl,-rpath,dir              -> the default (stub)
+#   -L dir -llimiter -Wl,-rpath,dir                  -> liblimiter starts
 set -euo pipefail
 build=$1 nvidia_fakes=$2 ascend_fakes=$3
 CC=${CC:-cc}
@@ -39,5 +40,18 @@ for v in stub nvidia ascend; do
   run "$v-by-path" "$v" "$lib/libaccelerator_$v.so"
 done
 run default-by-l stub -L"$lib" -laccelerator
+
+# liblimiter, linked by -l from the build tree: its soname (liblimiter.so.1)
+# must be there too (the build rule makes the link).
+cp -P "$build"/liblimiter.so "$build"/liblimiter.so.1 "$lib"/
+if $CC -std=c11 -Wall -Wextra -Werror -I"$here/../../include" -o "$tmp/limiter-by-l" \
+     "$here/limiter_linked.c" -L"$lib" -llimiter -Wl,-rpath,"$lib" &&
+   out=$("$tmp/limiter-by-l" 2>&1); then
+  echo "link: limiter-by-l: $out"
+  passed=$((passed + 1))
+else
+  echo "FAIL link: limiter-by-l: ${out:-did not build}" >&2
+  failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

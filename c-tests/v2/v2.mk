@@ -41,7 +41,7 @@ V2_TEST_DEPS := $(V2_BIN)/test_v2 $(BUILD)/libaccelerator_stub.so \
   $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS)
 
 .PHONY: test-link test-v2-layout test-v2 test-v2-valgrind
-test-link: $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator_stub.so \
+test-link: $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator_stub.so $(LIMITER_SO) \
            $(BUILD)/libaccelerator_nvidia.so $(BUILD)/libaccelerator_ascend.so \
            $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1 $(ASCEND_FAKES)/libdcmi.so
 	CC="$(CC)" c-tests/link/test_link.sh $(BUILD) $(NVIDIA_FAKES) $(ASCEND_FAKES)
