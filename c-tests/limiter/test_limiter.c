@@ -352,6 +352,51 @@ static void test_memory(void) {
   EXPECT_RC(L.mem(me, D3, -123, &r), RESULT_SUCCESS);
 }
 
+/* Callers reuse their buffers: the limiter remembers the texts (and pairs
+ * of texts) it has seen, never pointers, so the same buffers holding
+ * other texts, seen before or not, are read anew on every call. */
+static void test_reused_buffers(void) {
+  MemoryOpRecord r;
+  ComputeOpRecord c;
+  char pid[32], dev[64];
+  snprintf(pid, sizeof pid, "%s", me);
+  for (int round = 0; round < 3; round++) { /* later rounds: pairs seen before */
+    const char *devs[] = {D1, D3};
+    for (int i = 0; i < 2; i++) {
+      snprintf(dev, sizeof dev, "%s", devs[i]);
+      EXPECT_RC(L.mem(pid, dev, 100, &r), RESULT_SUCCESS);
+      CHECK(strcmp(r.deviceUUID, devs[i]) == 0, "round %d: the record names %s: %s", round, devs[i],
+            r.deviceUUID);
+      EXPECT_RC(L.compute(pid, dev, 1, &c), RESULT_SUCCESS);
+      CHECK(strcmp(c.deviceUUID, devs[i]) == 0, "round %d: the compute record names %s: %s", round,
+            devs[i], c.deviceUUID);
+    }
+  }
+  CHECK(used_of("w-func", D1) == 300 && used_of("w-func", D3) == 300,
+        "each op is charged to the device its text named: %llu, %llu",
+        (unsigned long long)used_of("w-func", D1), (unsigned long long)used_of("w-func", D3));
+  snprintf(pid, sizeof pid, "999999999"); /* no such process */
+  EXPECT_RC(L.mem(pid, dev, 1, &r), RESULT_ERROR_NOT_FOUND);
+  snprintf(pid, sizeof pid, "%s", me);
+  dev[strlen(dev) - 1] = 0; /* "stub-device-": a prefix of a device seen */
+  int rc = L.mem(pid, dev, 1, &r);
+  /* Refused (no such device), or recorded there, never on D3. */
+  CHECK(rc == RESULT_ERROR_NOT_FOUND || (rc == RESULT_SUCCESS && strcmp(r.deviceUUID, dev) == 0),
+        "a prefix of a device's text is another device: %d %s", rc, r.deviceUUID);
+  if (rc == RESULT_SUCCESS)
+    EXPECT_RC(L.mem(pid, dev, -1, &r), RESULT_SUCCESS);
+  CHECK(used_of("w-func", D3) == 300, "nothing charged to %s", D3);
+  snprintf(dev, sizeof dev, "%s", D3);
+  pid[strlen(pid) - 1] = 0; /* a prefix of this process's pid: another pid */
+  rc = L.mem(pid, dev, -1, &r);
+  CHECK(rc != RESULT_SUCCESS, "a prefix of the pid is another process: %d", rc);
+  snprintf(pid, sizeof pid, "%s", me);
+  EXPECT_RC(L.mem(pid, dev, -300, &r), RESULT_SUCCESS);
+  snprintf(dev, sizeof dev, "%s", D1);
+  EXPECT_RC(L.mem(pid, dev, -300, &r), RESULT_SUCCESS);
+  CHECK(used_of("w-func", D1) == 0 && used_of("w-func", D3) == 0, "usage back to 0");
+}
+
 /* Threads of one process on one device: every allocation and free is in
  * the books exactly once (the limiter is called from every thread of a
  * CUDA application). */
@@ -592,6 +637,7 @@ int main(int argc, char **argv) {
   test_last_error();
   test_text_edges();
   test_memory();
+  test_reused_buffers();
   test_threads();
   test_race();
   test_compute();
