@@ -24,7 +24,7 @@
 //! file truncated while this process has it mapped is not caught here (a
 //! SIGBUS on the hot path; the limiter's open problem).
 
-use accel_common::{shm, statedir, Error};
+use accel_common::{shm, Error};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 use std::sync::OnceLock;
 
@@ -96,7 +96,7 @@ fn failed(e: &Error) -> Verdict {
 fn usable() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     let present = *PRESENT.get_or_init(|| {
-        let file = statedir::path().join(shm::FILE_NAME);
+        let file = shm::books_path(worker().unwrap_or_default());
         file.is_file() || {
             failed(&Error::NotFound(format!(
                 "limiter state file {} does not exist",
