@@ -10,8 +10,9 @@
 //! The process's worker is `ACCELERATOR_WORKER_ID`, read once. Without it
 //! the hook is inert: every call goes straight to the driver.
 //!
-//! The hook never creates the limiter's state: a worker's process finds the
-//! file the hypervisor made when it set limits (`ACCELERATOR_STATE_DIR`).
+//! The hook never creates the limiter's state: a worker's process finds its
+//! worker's books (`workers/<worker>/limiter.shm` in `ACCELERATOR_STATE_DIR`),
+//! which the hypervisor made when it set the worker's limits.
 //!
 //! Failure policy: when the limiter's state cannot be used (a missing,
 //! corrupt, truncated or unreadable state file, one of another layout, one

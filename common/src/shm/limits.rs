@@ -117,7 +117,7 @@ pub(super) const LIMITS: Kind = Kind {
     mode: || 0o644,
 };
 
-/// The row of a worker without limits (the anonymous pool, or a worker the
+/// The row of a worker without limits (a private worker that set none, or a worker the
 /// host never named).
 static UNLIMITED: Row = Row::with(0);
 

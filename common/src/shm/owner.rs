@@ -1,5 +1,5 @@
 //! Who owns a slot, and whether its owner is alive: open-file-description
-//! locks on the state file.
+//! locks on a worker's books.
 //!
 //! A process that registers itself owns its process slot `i` by holding an
 //! OFD write lock on byte `SIZE + i` of its worker's books (past its end:

@@ -13,10 +13,11 @@
 //! names it is settled and un-named, and a `settled` word naming it cleared
 //! (a new process in the slot restarts its sequences). A `RECLAIMING`
 //! (or `CLAIMING`) slot whose lock is free is taken over the same way.
-//! Reclamation runs: when a memory check would block (sweeping that
-//! worker's processes, at most once per millisecond per worker and device),
-//! when a process registers and finds its pid stale or no free slot, and
-//! before every usage report (`processes`).
+//! Reclamation runs: when a memory check would block (sweeping the worker's
+//! processes, at most once per millisecond per device), when a process
+//! registers and finds its pid stale or no free slot or a device table full,
+//! and on a usage query (`worker_usage`); never in a host report, which
+//! reads a copy and leaves dead processes out (`snapshot.rs`).
 
 use super::*;
 
