@@ -312,6 +312,14 @@ static int forked_child(void) {
 }
 
 static void test_fork_during_updates(void) {
+  if (getenv("ACCELERATOR_TEST_VALGRIND")) {
+    /* A child forked from threaded code holds heap blocks only the
+     * parent's other threads point to: valgrind's leak check in the child
+     * reads them as lost. This case runs natively in `make limiter-test`. */
+    printf("fork during updates: run natively only (under valgrind a forked child's leak check "
+           "counts its parent's other threads' blocks)\n");
+    return;
+  }
   pthread_t t[4];
   atomic_store(&stop_threads, 0);
   for (int i = 0; i < 4; i++)
@@ -566,7 +574,8 @@ static void test_truncated(void) {
   int stop_a = -1, stop_b = -1;
   pid_t client_a = running_client(&stop_a, NULL);
   pid_t client_b = running_client(&stop_b, "faults-b");
-  CHECK(reported(client_a) == 1 && reported(client_b) == 1, "both workers' clients are reported");
+  int ra = reported(client_a), rb = reported(client_b);
+  CHECK(ra == 1 && rb == 1, "both workers' clients are reported (%d, %d: %s)", ra, rb, aerr());
   struct stat sb;
   CHECK(stat(shm, &sb) == 0, "stat the file: %s", strerror(errno));
   fflush(stderr);
@@ -665,6 +674,7 @@ static void test_made_up_uuids(void) {
   /* Normal use afterwards: known devices, a device never named before
    * (its entry retires one of the dead client's), and host limits. */
   MemoryOpRecord r;
+  EXPECT_RC_WITH(L.lastError, L.mem(me, DEV0, 0, &r), RESULT_SUCCESS);
   EXPECT_RC_WITH(L.lastError, L.mem(me, DEV1, 1000, &r), RESULT_SUCCESS);
   CHECK(!r.shouldBlock, "a known device still works");
   EXPECT_RC_WITH(L.lastError, L.mem(me, DEV1, -1000, &r), RESULT_SUCCESS);
