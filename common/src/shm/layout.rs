@@ -7,11 +7,11 @@
 //!
 //! | part | size | content |
 //! |---|---|---|
-//! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size, private flag, the worker's id |
+//! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size, private flag, slots ever claimed, the worker's id |
 //! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
 //! | devices | 64 × 128 B | device UUIDs (`devices.rs`) |
 //! | worker × device | 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT), rate gain, last measurement |
-//! | processes | 1,024 × 1,600 B | state word (pid), start time, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
+//! | processes | 2,048 × 1,600 B | state word (pid), start time, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
 //!
 //! Limits and freeze state are not here (the worker's clients write this
 //! file): they are in the host-owned limits file (`limits.rs`).
@@ -28,6 +28,9 @@ pub(super) struct Header {
     /// 1: the private worker of one process without `ACCELERATOR_WORKER_ID`
     /// (`workers.rs`), whose directory the host removes once it is unused.
     pub(super) private: AtomicU64,
+    /// One past the highest process slot ever claimed: host reports read
+    /// the slots below it only (a worker's books are mostly empty).
+    pub(super) slots: AtomicU64,
     /// The worker's id, written by the file's creator.
     pub(super) worker: Key,
 }

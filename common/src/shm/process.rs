@@ -162,6 +162,7 @@ fn claim_proc(l: &Layout) -> Res<Option<usize>> {
         }
         if p.state.load(Acquire) & 3 == PROC_FREE {
             p.state.store(proc_word(my_pid(), PROC_CLAIMING), Release);
+            l.header.slots.fetch_max(i as u64 + 1, AcqRel);
             return Ok(Some(i));
         }
         owner::unlock(l, owner::proc_lock(i));

@@ -24,6 +24,7 @@ use super::*;
 use std::fs::File;
 use std::mem::offset_of;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// A copy of one worker's books, the parts a report needs.
@@ -54,12 +55,23 @@ impl Snapshot {
 
     /// The copy of the open books `f` (at `path`).
     pub(super) fn of_file(f: &File, path: &Path) -> Res<Snapshot> {
-        let parts = [
-            0..std::mem::size_of::<Header>(),
-            offset_of!(Layout, devices)..offset_of!(Layout, wd),
-            offset_of!(Layout, procs)..SIZE,
-        ];
-        let l = map::read_copy(f, &parts).map_err(|e| {
+        // The slots ever claimed (untrusted: clamped; a worker that lowers
+        // it hides only its own processes).
+        let mut word = [0u8; 8];
+        let slots_at = offset_of!(Layout, header) + offset_of!(Header, slots);
+        let slots = f
+            .read_exact_at(&mut word, slots_at as u64)
+            .map(|()| u64::from_le_bytes(word).min(MAX_PROCS as u64) as usize);
+        let procs = offset_of!(Layout, procs);
+        let parts = slots.and_then(|n| {
+            let parts = [
+                0..std::mem::size_of::<Header>(),
+                offset_of!(Layout, devices)..offset_of!(Layout, wd),
+                procs..procs + n * std::mem::size_of::<Proc>(),
+            ];
+            map::read_copy(f, &parts)
+        });
+        let l = parts.map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 Error::OperationFailed(format!(
                     "limiter state file {} was truncated while it was read",

@@ -155,7 +155,8 @@ fn check_header(file: &File, path: &Path, worker: &str, private: Option<bool>) -
         Some(_) => head[24..32] == expect[0..8],
         None => head[25..32] == [0; 7] && head[24] <= 1,
     };
-    if !flag_ok || head[32..] != expect[8..] {
+    // Bytes 32..64 (the slots ever claimed, padding) are not the name's.
+    if !flag_ok || head[64..] != expect[40..] {
         return Err(Error::OperationFailed(format!(
             "limiter state file {} is not the books of worker {worker:?}; refusing to use it",
             path.display(),
