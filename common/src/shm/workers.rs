@@ -29,9 +29,10 @@
 //! still reported. It removes a private worker's directory once no live
 //! process uses it: no process holds the users byte's read lock (each holds
 //! it from opening its own books until it dies, `owner.rs`) and no slot is
-//! live; the remover holds the write lock while it removes, so an opener
-//! either holds its read lock first (and the directory stays) or finds the
-//! file gone afterwards and creates it anew.
+//! live; the remover holds the write lock while it renames the directory out
+//! of the way (`.removing.…`, never a worker's name) and deletes it, so an
+//! opener either holds its read lock first (and the directory stays) or
+//! finds the directory gone afterwards and creates it anew.
 
 use super::snapshot::Snapshot;
 use super::*;
@@ -203,9 +204,14 @@ pub(super) fn ensure(worker: &str) -> Res<()> {
 /// their users lock, and keep their descriptor (`owner::adopt`).
 pub(super) fn open_own() -> Res<&'static Layout> {
     let (worker, private) = worker_of(my_pid())?;
-    for _ in 0..3 {
-        let Some((file, path)) = open(&worker, Some(private))? else {
-            continue;
+    for attempt in 0..3 {
+        let (file, path) = match open(&worker, Some(private)) {
+            Ok(Some(opened)) => opened,
+            Ok(None) => continue,
+            // A private worker's directory the host removed while this
+            // process opened it: open it anew.
+            Err(_) if private && attempt < 2 => continue,
+            Err(e) => return Err(e),
         };
         owner::hold_users(std::os::fd::AsRawFd::as_raw_fd(&file))?;
         // Removed (a private worker's, by the host) before the lock was
@@ -342,12 +348,25 @@ fn remove_unused(dir: &Path) {
     }
     // Checked again under the lock: a process that registered meanwhile
     // holds its slot's lock byte.
-    if Snapshot::of_file(&file, &path).is_ok_and(|s| !s.any_alive()) {
-        let _ = std::fs::remove_file(&path);
-        let _ = std::fs::remove_file(dir.join(file::BOOKS.id_name()));
-        if let Err(e) = std::fs::remove_dir(dir) {
-            skip(dir, &format!("cannot be removed ({e})"));
+    if !Snapshot::of_file(&file, &path).is_ok_and(|s| !s.any_alive()) {
+        return;
+    }
+    // Out of the way in one step (an opener finds the whole directory or
+    // none), then removed under a name no worker has (`dir_name` never
+    // starts with '.').
+    let gone = dir.with_file_name(format!(
+        ".removing.{}.{}.{}",
+        owner::pid_ns(),
+        my_pid(),
+        map::monotonic_ns()
+    ));
+    match std::fs::rename(dir, &gone) {
+        Ok(()) => {
+            if let Err(e) = std::fs::remove_dir_all(&gone) {
+                skip(&gone, &format!("cannot be removed ({e})"));
+            }
         }
+        Err(e) => skip(dir, &format!("cannot be removed ({e})")),
     }
 }
 
