@@ -84,7 +84,7 @@ pub use reports::{
 pub use steer::{
     gain_of, set_gain, steer_of, try_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
-pub use workers::{books_path, dir_name, worker_dir, WORKERS_DIR};
+pub use workers::{books_path, worker_dir};
 
 use crate::{Error, Res};
 use backoff::Backoff;

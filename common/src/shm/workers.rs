@@ -42,11 +42,11 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// The directory of the workers' directories, in the state directory.
-pub const WORKERS_DIR: &str = "workers";
+pub(super) const WORKERS_DIR: &str = "workers";
 
 /// A worker's directory name (see the module docs): one path component,
 /// never `.` or `..`, one name per worker id and back ([`worker_of_dir`]).
-pub fn dir_name(worker: &str) -> String {
+pub(super) fn dir_name(worker: &str) -> String {
     let mut out = String::with_capacity(worker.len());
     for (i, b) in worker.bytes().enumerate() {
         if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0) {
