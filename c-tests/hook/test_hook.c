@@ -8,6 +8,7 @@
  * The environment (Makefile) picks the vendor, its fake libraries, the
  * state directory and LD_LIBRARY_PATH for libcuda.so.1. Run it directly
  * and inside `unshare --pid --fork --mount-proc`. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -241,11 +242,19 @@ static void context_books(const char *app) {
   setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
 }
 
-/* Copy the state file of the limiter in use (a valid one, of another
- * identity) to `to`. */
+/* Copy the books of a worker in use (a valid file, of another identity) to
+ * `to`. */
 static int copy_state(const char *to) {
-  char from[256], buf[65536];
-  snprintf(from, sizeof from, "%s/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  char from[600], buf[65536];
+  const char *state = getenv("ACCELERATOR_STATE_DIR");
+  snprintf(from, sizeof from, "%s/workers", state);
+  DIR *d = opendir(from);
+  struct dirent *e;
+  while (d && (e = readdir(d)) && e->d_name[0] == '.')
+    ;
+  snprintf(from, sizeof from, "%s/workers/%s/limiter.shm", state, d && e ? e->d_name : "-");
+  if (d)
+    closedir(d);
   int in = open(from, O_RDONLY), out = open(to, O_CREAT | O_WRONLY | O_TRUNC, 0600);
   ssize_t n = 0;
   while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
@@ -265,11 +274,16 @@ static void bad_state(const char *app) {
   static const char *const kinds[] = {"corrupt", "truncated", "replaced", "missing"};
   /* What the warning says of each. */
   static const char *const why[] = {"bad magic", "truncated", "replaced", "does not exist"};
-  char dir[] = "/tmp/hook-corrupt.XXXXXX", path[128], idpath[140], b1[32], b2[32];
+  char dir[] = "/tmp/hook-corrupt.XXXXXX", books[96], path[128], idpath[140], b1[32], b2[32];
   CHECK(mkdtemp(dir) != NULL, "mkdtemp");
   chmod(dir, 0700);
-  snprintf(path, sizeof path, "%s/limiter.shm", dir);
-  snprintf(idpath, sizeof idpath, "%s/limiter.shm.id", dir);
+  /* The books of worker "corrupt" (workers/corrupt/). */
+  snprintf(books, sizeof books, "%s/workers", dir);
+  mkdir(books, 0700);
+  snprintf(books, sizeof books, "%s/workers/corrupt", dir);
+  mkdir(books, 0700);
+  snprintf(path, sizeof path, "%s/limiter.shm", books);
+  snprintf(idpath, sizeof idpath, "%s/limiter.shm.id", books);
   char *old = getenv("ACCELERATOR_STATE_DIR");
   char *saved = old ? strdup(old) : NULL;
   CHECK(saved != NULL, "ACCELERATOR_STATE_DIR is set");
@@ -324,6 +338,9 @@ static void bad_state(const char *app) {
   unlink(errpath);
   unlink(path);
   unlink(idpath);
+  rmdir(books);
+  snprintf(books, sizeof books, "%s/workers", dir);
+  rmdir(books);
   rmdir(dir);
 
   /* Without ACCELERATOR_WORKER_ID the hook is inert. */

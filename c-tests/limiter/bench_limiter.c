@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
   }
   char path[512];
   const char *dir = getenv("ACCELERATOR_STATE_DIR");
-  snprintf(path, sizeof path, "%s/limiter.shm", dir ? dir : ".");
+  snprintf(path, sizeof path, "%s/workers/bench/limiter.shm", dir ? dir : ".");
   int fd = open(path, O_RDWR);
   char *map = fd < 0 ? MAP_FAILED : mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) {

@@ -54,6 +54,7 @@ static int first_call_in(const char *dir, const char *why, int group) {
   pid_t pid = fork();
   if (pid == 0) {
     setenv("ACCELERATOR_STATE_DIR", dir, 1);
+    setenv("ACCELERATOR_WORKER_ID", "w-file", 1);
     if (group)
       setenv("ACCELERATOR_STATE_GROUP_ACCESS", "1", 1);
     char self[32];
@@ -70,7 +71,17 @@ static int first_call_in(const char *dir, const char *why, int group) {
 }
 
 /* The state file's layout version (common/src/shm/mod.rs, VERSION). */
-#define LAYOUT_VERSION 4
+#define LAYOUT_VERSION 5
+
+/* `dir` and its worker directory for "w-file", 0700. */
+static void mkdir_worker(const char *dir) {
+  char sub[300];
+  mkdir(dir, 0700);
+  snprintf(sub, sizeof sub, "%s/workers", dir);
+  mkdir(sub, 0700);
+  snprintf(sub, sizeof sub, "%s/workers/w-file", dir);
+  mkdir(sub, 0700);
+}
 
 static void test_state_file(void) {
   char base[] = "/tmp/limiter-test.XXXXXX";
@@ -80,57 +91,57 @@ static void test_state_file(void) {
 
   snprintf(dir, sizeof dir, "%s/fresh", base);
   CHECK(first_call_in(dir, NULL, 0) == RESULT_SUCCESS, "fresh state directory works");
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   struct stat sb;
   CHECK(stat(file, &sb) == 0 && (sb.st_mode & 0777) == 0600, "state file is 0600 (%o)",
         (unsigned)(sb.st_mode & 0777));
 
   snprintf(dir, sizeof dir, "%s/group", base);
   CHECK(first_call_in(dir, NULL, 1) == RESULT_SUCCESS, "group-access state directory works");
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   CHECK(stat(file, &sb) == 0 && (sb.st_mode & 0777) == 0660, "group state file is 0660 (%o)",
         (unsigned)(sb.st_mode & 0777));
 
   snprintf(dir, sizeof dir, "%s/foreign", base);
-  mkdir(dir, 0700);
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  mkdir_worker(dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   static char junk[65536];
   memset(junk, 'x', sizeof junk);
   write_file(file, junk, sizeof junk);
   CHECK(first_call_in(dir, "bad magic", 0) == RESULT_ERROR_OPERATION_FAILED, "foreign file refused");
 
   snprintf(dir, sizeof dir, "%s/truncated", base);
-  mkdir(dir, 0700);
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  mkdir_worker(dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   write_file(file, head, 12);
   CHECK(first_call_in(dir, "truncated", 0) == RESULT_ERROR_OPERATION_FAILED, "truncated file refused");
 
   snprintf(dir, sizeof dir, "%s/newer", base);
-  mkdir(dir, 0700);
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  mkdir_worker(dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   head[8] = 99;
   write_file(file, head, sizeof head);
   CHECK(first_call_in(dir, "newer", 0) == RESULT_ERROR_OPERATION_FAILED, "newer version refused");
 
   snprintf(dir, sizeof dir, "%s/older", base);
-  mkdir(dir, 0700);
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  mkdir_worker(dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   head[8] = LAYOUT_VERSION - 1;
   write_file(file, head, sizeof head);
   CHECK(first_call_in(dir, "this library needs", 0) == RESULT_ERROR_OPERATION_FAILED,
         "older version refused");
 
   snprintf(dir, sizeof dir, "%s/short", base);
-  mkdir(dir, 0700);
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  mkdir_worker(dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   head[8] = LAYOUT_VERSION;
   head[16] = 0x10; /* a size that is not the layout's */
   write_file(file, head, sizeof head);
   CHECK(first_call_in(dir, "declares", 0) == RESULT_ERROR_OPERATION_FAILED, "wrong size refused");
 
   snprintf(dir, sizeof dir, "%s/symlink", base);
-  mkdir(dir, 0700);
-  snprintf(file, sizeof file, "%s/limiter.shm", dir);
+  mkdir_worker(dir);
+  snprintf(file, sizeof file, "%s/workers/w-file/limiter.shm", dir);
   CHECK(symlink("/dev/null", file) == 0, "symlink");
   CHECK(first_call_in(dir, "symlink", 0) == RESULT_ERROR_OPERATION_FAILED, "symlink refused");
 

@@ -9,7 +9,15 @@
  * - a host-side report while both live reclaims nothing and names each
  *   client by its host pid;
  * - SIGKILL of one: its bytes are reclaimed, the other's are untouched;
- * - same pid, different workers: each worker's books are its own.
+ * - same pid, different workers: each worker's books are its own;
+ * - a tenant of worker A in a mount namespace of its own that sees what a
+ *   container of A mounts (workers/A read-write, limits.shm and its .id
+ *   read-only) sets ACCELERATOR_WORKER_ID=B and writes and truncates
+ *   everything it can see: B's usage as the host reports it is unchanged
+ *   and B's client keeps working;
+ * - a private worker's directory (a client without ACCELERATOR_WORKER_ID)
+ *   stays while its process lives and is removed by the host's report
+ *   once it exited.
  * Needs root (unshare); CI runs as root. Not having it is a failure.
  *
  * Usage: test_limiter_ns build/liblimiter.so build/libaccelerator.so */
@@ -20,7 +28,10 @@
 #include "../ns_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +64,78 @@ static int client(const char *lib, int in, int out) {
     }
     fflush(rep);
   }
+  return 0;
+}
+
+/* A tenant of worker `a` (run through `unshare --mount --pid --fork
+ * --mount-proc`, with ACCELERATOR_WORKER_ID set to another worker by the
+ * caller): first its state directory is made what a container of `a`
+ * mounts, then it uses the limiter and writes and truncates every file it
+ * sees. Prints "<failures> <what it saw>". */
+static int tenant(const char *lib, const char *a) {
+  const char *state = getenv("ACCELERATOR_STATE_DIR");
+  char real[] = "/tmp/ns-real.XXXXXX", from[1200], to[1200];
+  if (!mkdtemp(real) || mount(state, real, NULL, MS_BIND, NULL) ||
+      mount("tmpfs", state, "tmpfs", 0, "mode=0700")) {
+    printf("1 setting up the mount view: %s\n", strerror(errno));
+    return 0;
+  }
+  snprintf(to, sizeof to, "%s/workers", state);
+  mkdir(to, 0700);
+  snprintf(to, sizeof to, "%s/workers/%s", state, a);
+  mkdir(to, 0700);
+  snprintf(from, sizeof from, "%s/workers/%s", real, a);
+  int bad = mount(from, to, NULL, MS_BIND, NULL) != 0;
+  const char *ro[] = {"limits.shm", "limits.shm.id"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(from, sizeof from, "%s/%s", real, ro[i]);
+    snprintf(to, sizeof to, "%s/%s", state, ro[i]);
+    close(open(to, O_CREAT | O_WRONLY, 0600));
+    bad += mount(from, to, NULL, MS_BIND, NULL) != 0 ||
+           mount(NULL, to, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0;
+  }
+  bad += umount2(real, MNT_DETACH) != 0;
+  rmdir(real);
+  if (bad) {
+    printf("1 bind mounts: %s\n", strerror(errno));
+    return 0;
+  }
+  limiter_load(lib, NULL);
+  char self[32];
+  snprintf(self, sizeof self, "%d", (int)getpid());
+  MemoryOpRecord r;
+  int rc = L.mem(self, DEV, 1 << 20, &r); /* in books of its own view only */
+  /* Every file it sees: write garbage over it, then truncate it. */
+  char seen[1024] = "", dir[600];
+  int changed = 0;
+  snprintf(dir, sizeof dir, "%s/workers", state);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.') {
+      strncat(seen, e->d_name, sizeof seen - strlen(seen) - 2);
+      strcat(seen, " ");
+      const char *files[] = {"limiter.shm", "limiter.shm.id"};
+      for (int i = 0; i < 2; i++) {
+        snprintf(to, sizeof to, "%s/%s/%s", dir, e->d_name, files[i]);
+        int fd = open(to, O_RDWR);
+        changed += fd >= 0 && pwrite(fd, "garbage!", 8, 0) == 8 && ftruncate(fd, 0) == 0;
+        if (fd >= 0)
+          close(fd);
+      }
+    }
+  if (d)
+    closedir(d);
+  for (int i = 0; i < 2; i++) {
+    snprintf(to, sizeof to, "%s/%s", state, ro[i]);
+    int fd = open(to, O_RDWR);
+    bad += fd >= 0 || errno != EROFS || truncate(to, 0) == 0;
+    if (fd >= 0)
+      close(fd);
+  }
+  printf("%d its call: %d; workers it sees: %s; %d books files overwritten and truncated; limits.shm "
+         "read-only\n",
+         bad, rc, seen, changed);
   return 0;
 }
 
@@ -205,9 +288,88 @@ static void same_pid_two_workers(void) {
   stop(&a);
 }
 
+static void tenant_cannot_reach_another_worker(void) {
+  EXPECT_RC_WITH(L.accLastError, L.setMem("iso-a", DEV, 5000000), RESULT_SUCCESS);
+  EXPECT_RC_WITH(L.accLastError, L.setMem("iso-b", DEV, 5000000), RESULT_SUCCESS);
+  ns_client b = start("iso-b");
+  CHECK(client_mem(&b, 3000000) == 1, "worker B's client takes 3 MB");
+  long long before = reported(b.host_pid);
+  CHECK(before == 3000000 && used("iso-b") == 3000000, "B's 3 MB reported (%lld)", before);
+  char cmd[3 * 4096], out[1024] = "";
+  snprintf(cmd, sizeof cmd,
+           "ACCELERATOR_WORKER_ID=iso-b unshare --mount --pid --fork --mount-proc '%s' tenant '%s' iso-a",
+           self_exe, lib_path);
+  FILE *p = popen(cmd, "r");
+  int failures = -1;
+  if (p) {
+    if (fscanf(p, "%d ", &failures) != 1 || !fgets(out, sizeof out, p))
+      failures = -1;
+    pclose(p);
+  }
+  out[strcspn(out, "\n")] = 0;
+  CHECK(failures == 0 && (strstr(out, "sees: iso-a iso-b ") || strstr(out, "sees: iso-b iso-a ")),
+        "a tenant of A sees only A's books and its own made-up B (%s)", out);
+  long long after = reported(b.host_pid);
+  CHECK(after == 3000000 && used("iso-b") == 3000000,
+        "B's usage as the host reports it is unchanged (%lld, %llu)", after,
+        (unsigned long long)used("iso-b"));
+  CHECK(client_mem(&b, 1000000) == 1 && client_mem(&b, 1500000) == 0,
+        "B's client keeps working, under B's limit (4 MB granted, 5.5 MB blocked)");
+  CHECK(client_mem(&b, -4000000) == 1, "B frees its bytes");
+  stop(&b);
+}
+
+/* The private worker directories of process `pid` (host pid) in the state
+ * directory: workers/process-<ns>-<pid in its namespace>-<start>. */
+static int private_dirs(pid_t pid) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/workers", getenv("ACCELERATOR_STATE_DIR"));
+  char tag[32];
+  snprintf(tag, sizeof tag, "-%d-", (int)pid);
+  int n = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    n += strncmp(e->d_name, "process-", 8) == 0 && strstr(e->d_name + 8, tag) != NULL;
+  if (d)
+    closedir(d);
+  return n;
+}
+
+static void private_worker_removed(void) {
+  int to[2], from[2];
+  CHECK(pipe(to) == 0 && pipe(from) == 0, "pipes");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    unsetenv("ACCELERATOR_WORKER_ID");
+    char self[32], b;
+    snprintf(self, sizeof self, "%d", (int)getpid());
+    MemoryOpRecord r;
+    int rc = L.mem(self, DEV, 4096, &r);
+    if (write(from[1], rc == 0 ? "y" : "n", 1) != 1 || read(to[0], &b, 1) != 1)
+      _exit(1);
+    _exit(0);
+  }
+  char b = 0;
+  CHECK(read(from[0], &b, 1) == 1 && b == 'y', "a client without ACCELERATOR_WORKER_ID records 4 KiB");
+  CHECK(private_dirs(pid) == 1, "it has a private worker directory");
+  CHECK(reported(pid) == 4096 && private_dirs(pid) == 1, "a report while it lives keeps it");
+  CHECK(write(to[1], "x", 1) == 1, "let it exit");
+  waitpid(pid, NULL, 0);
+  CHECK(reported(pid) == -1, "the exited client is not reported");
+  CHECK(private_dirs(pid) == 0, "the host's report removed its private worker directory");
+  close(to[0]);
+  close(to[1]);
+  close(from[0]);
+  close(from[1]);
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "client") == 0)
     return client(argv[2], atoi(argv[3]), atoi(argv[4]));
+  if (argc == 4 && strcmp(argv[1], "tenant") == 0)
+    return tenant(argv[2], argv[3]);
   if (argc < 3) {
     fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
     return 2;
@@ -224,6 +386,8 @@ int main(int argc, char **argv) {
   limiter_load(argv[1], argv[2]);
   same_pid_same_worker();
   same_pid_two_workers();
+  tenant_cannot_reach_another_worker();
+  private_worker_removed();
   limiter_unload();
   return test_summary();
 }

@@ -14,15 +14,15 @@
  *   parent's threads keep going.
  * libaccelerator's outputs: a NULL count pointer still resets the array
  *   pointer beside it (getPartitionTemplates, getProcess*Utilization).
- * limiter.shm:
+ * a worker's books (workers/faults-w/limiter.shm):
  * - removed, renamed or replaced while a client runs: the client goes on
  *   with the file it has mapped, a new process is refused with an error
  *   saying what happened (never a fresh file with no limits), and putting
  *   the file back makes it work again;
  * - 1,000 made-up device UUIDs from a process that then exits, and from
- *   one that lives on: each named at most 48 (the rest refused with an
- *   error naming the device), and afterwards known devices, a device never
- *   named before and the host's limits all work.
+ *   one that lives on: each named at most 64, its worker's whole table (the
+ *   rest refused with an error naming the device), and afterwards known
+ *   devices, a device never named before and the host's limits all work.
  *
  * Usage: test_state_faults build/liblimiter.so build/libaccelerator.so */
 #include "accelerator.h"
@@ -312,6 +312,14 @@ static int forked_child(void) {
 }
 
 static void test_fork_during_updates(void) {
+  if (getenv("ACCELERATOR_TEST_VALGRIND")) {
+    /* A child forked from threaded code holds heap blocks only the
+     * parent's other threads point to: valgrind's leak check in the child
+     * reads them as lost. This case runs natively in `make limiter-test`. */
+    printf("fork during updates: run natively only (under valgrind a forked child's leak check "
+           "counts its parent's other threads' blocks)\n");
+    return;
+  }
   pthread_t t[4];
   atomic_store(&stop_threads, 0);
   for (int i = 0; i < 4; i++)
@@ -462,15 +470,17 @@ static void test_limits_read_only(void) {
   CHECK(failures == 0, "a tenant maps limits.shm read-only and cannot raise its limit (%s)", out);
 }
 
-/* A client that keeps allocating and freeing until told to stop; returns
- * once it has registered. */
-static pid_t running_client(int *stop_fd) {
+/* A client (of `worker`; NULL: this process's) that keeps allocating and
+ * freeing until told to stop; returns once it has registered. */
+static pid_t running_client(int *stop_fd, const char *worker) {
   int fds[2], ready[2];
   if (pipe(fds) || pipe(ready))
     return -1;
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
+    if (worker)
+      setenv("ACCELERATOR_WORKER_ID", worker, 1);
     close(fds[1]);
     close(ready[0]);
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
@@ -499,13 +509,13 @@ static pid_t running_client(int *stop_fd) {
 }
 
 static void test_file_lost(void) {
-  char shm[PATH_MAX + 32], keep[PATH_MAX + 32], copy[PATH_MAX + 32], err[512];
-  snprintf(shm, sizeof shm, "%s/limiter.shm", state_dir);
-  snprintf(keep, sizeof keep, "%s/limiter.shm.c-test-keep", state_dir);
-  snprintf(copy, sizeof copy, "%s/limiter.shm.c-test-copy", state_dir);
+  char shm[PATH_MAX + 64], keep[PATH_MAX + 64], copy[PATH_MAX + 64], err[512];
+  snprintf(shm, sizeof shm, "%s/workers/faults-w/limiter.shm", state_dir);
+  snprintf(keep, sizeof keep, "%s/workers/faults-w/limiter.shm.c-test-keep", state_dir);
+  snprintf(copy, sizeof copy, "%s/workers/faults-w/limiter.shm.c-test-copy", state_dir);
   CHECK(new_process_call(err, sizeof err) == RESULT_SUCCESS, "a new process works (%s)", err);
   int stop_fd = -1;
-  pid_t client = running_client(&stop_fd);
+  pid_t client = running_client(&stop_fd, NULL);
 
   CHECK(rename(shm, keep) == 0, "rename the file away");
   usleep(20000);
@@ -534,21 +544,43 @@ static void test_file_lost(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the running client went on without an error throughout");
 }
 
-/* Truncated under running processes (last: it leaves the file cut). A
- * process with the file mapped cannot be kept from a SIGBUS on its hot
- * path (a client can only hurt the processes that map the same file); the
- * host's reports never map it (they read a copy with pread), and its other
- * entry points check the size first and refuse, so the host program
- * survives and says why. First the file flaps (cut and grown back, as fast
- * as a process can) while the host reports 2,000 times: every report
- * succeeds or is refused as truncated, and the host lives. */
+/* Whether the host's report lists process `pid`. */
+static int reported(pid_t pid) {
+  static MemoryUtilization mu[4096];
+  size_t n = 0;
+  char text[32];
+  snprintf(text, sizeof text, "%d", (int)pid);
+  if (L.procMem(mu, 4096, &n) != RESULT_SUCCESS)
+    return -1;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(mu[i].processId, text) == 0)
+      return 1;
+  return 0;
+}
+
+/* Worker A's books truncated under running processes of A and of worker B
+ * (last: it leaves A's file cut). A process with the file mapped cannot be
+ * kept from a SIGBUS on its hot path, but only A's processes map A's file:
+ * B's clients, which map B's books alone, go on. The host's reports never
+ * map any books (they read a copy with pread, worker by worker): A's file
+ * flaps (cut and grown back, as fast as a process can) while the host
+ * reports 2,000 times, every report succeeds and lists B's client, and A's
+ * file is left out with its reason on stderr. The host's other entry points
+ * check the size first and refuse. */
 static void test_truncated(void) {
-  char shm[PATH_MAX + 32];
-  snprintf(shm, sizeof shm, "%s/limiter.shm", state_dir);
-  int stop_fd = -1;
-  pid_t client = running_client(&stop_fd);
+  char shm[PATH_MAX + 64], errpath[PATH_MAX + 64];
+  snprintf(shm, sizeof shm, "%s/workers/faults-w/limiter.shm", state_dir);
+  snprintf(errpath, sizeof errpath, "%s/host-stderr", state_dir);
+  int stop_a = -1, stop_b = -1;
+  pid_t client_a = running_client(&stop_a, NULL);
+  pid_t client_b = running_client(&stop_b, "faults-b");
+  int ra = reported(client_a), rb = reported(client_b);
+  CHECK(ra == 1 && rb == 1, "both workers' clients are reported (%d, %d: %s)", ra, rb, aerr());
   struct stat sb;
   CHECK(stat(shm, &sb) == 0, "stat the file: %s", strerror(errno));
+  fflush(stderr);
+  int saved_err = dup(2), errfd = open(errpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
+  dup2(errfd, 2);
   pid_t flapper = fork();
   if (flapper == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a host killed by SIGBUS ends it too */
@@ -557,31 +589,32 @@ static void test_truncated(void) {
         _exit(1);
     }
   }
-  int served = 0, refused_n = 0, other = 0;
-  for (int i = 0; i < 2000; i++) {
-    static MemoryUtilization fmu[4096];
-    size_t fn = 0;
-    int rc = L.procMem(fmu, 4096, &fn);
-    if (rc == RESULT_SUCCESS)
-      served++;
-    else if (rc == RESULT_ERROR_OPERATION_FAILED && strstr(aerr(), "truncated"))
-      refused_n++;
-    else
-      other++;
+  const int reports = test_quick() ? 100 : 2000;
+  int served = 0, with_b = 0;
+  for (int i = 0; i < reports; i++) {
+    int r = reported(client_b);
+    served += r >= 0;
+    with_b += r == 1;
   }
   kill(flapper, SIGKILL);
   waitpid(flapper, NULL, 0);
-  CHECK(other == 0 && served + refused_n == 2000,
-        "2,000 host reports while the file flaps: %d served, %d refused as truncated, %d other", served,
-        refused_n, other);
   CHECK(truncate(shm, 4096) == 0, "truncate the file: %s", strerror(errno));
-  MemoryUtilization mu[64];
-  size_t n = 0;
-  int rc = L.procMem(mu, 64, &n);
-  CHECK(rc == RESULT_ERROR_OPERATION_FAILED && strstr(aerr(), "truncated"),
-        "a host report on a truncated file is refused (%d: %s)", rc, aerr());
+  int b_after = reported(client_b), a_after = reported(client_a);
+  fflush(stderr);
+  dup2(saved_err, 2);
+  close(saved_err);
+  char text[8192] = {0};
+  ssize_t got = pread(errfd, text, sizeof text - 1, 0);
+  close(errfd);
+  CHECK(served == reports && with_b == reports,
+        "%d host reports while worker A's books flap: %d served, %d list worker B's client", reports,
+        served, with_b);
+  CHECK(b_after == 1 && a_after == 0, "A's books truncated: B's client is reported (%d), A's left out (%d)",
+        b_after, a_after);
+  CHECK(got > 0 && strstr(text, "workers/faults-w") && strstr(text, "truncated"),
+        "the host says why A's books were left out: %s", text);
   uint64_t u = 0, lim = 0;
-  rc = L.usage("faults-w", DEV1, &u, &lim);
+  int rc = L.usage("faults-w", DEV0, &u, &lim);
   CHECK(rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.lastError(), "truncated"),
         "a usage query is refused (%d: %s)", rc, L.lastError());
   /* Limits and freezing live in the host-owned limits file: the books' fate
@@ -593,9 +626,14 @@ static void test_truncated(void) {
   CHECK(rc == RESULT_SUCCESS && fs.isFrozen, "freezing a worker still works (%d: %s)", rc, L.lastError());
   rc = L.resume("faults-w2", &fs);
   CHECK(rc == RESULT_SUCCESS && !fs.isFrozen, "resuming it too (%d: %s)", rc, L.lastError());
-  kill(client, SIGKILL);
-  close(stop_fd);
-  waitpid(client, NULL, 0);
+  CHECK(write(stop_b, "x", 1) == 1, "stop worker B's client");
+  close(stop_b);
+  int st = 0;
+  waitpid(client_b, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker B's client went on without an error throughout");
+  kill(client_a, SIGKILL);
+  close(stop_a);
+  waitpid(client_a, NULL, 0);
 }
 
 /* ---- made-up device UUIDs ---------------------------------------------------- */
@@ -627,15 +665,16 @@ static void test_made_up_uuids(void) {
   pid_t pid = fork();
   if (pid == 0) {
     int refused_n = name_made_up("a", 0, 1000);
-    _exit(refused_n >= 1000 - 48 && refused_n < 1000 ? 0 : 1);
+    _exit(refused_n >= 1000 - 64 && refused_n < 1000 ? 0 : 1);
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a client names at most 48 made-up devices, the rest refused clearly");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a client names at most 64 made-up devices, the rest refused clearly");
 
   /* Normal use afterwards: known devices, a device never named before
    * (its entry retires one of the dead client's), and host limits. */
   MemoryOpRecord r;
+  EXPECT_RC_WITH(L.lastError, L.mem(me, DEV0, 0, &r), RESULT_SUCCESS);
   EXPECT_RC_WITH(L.lastError, L.mem(me, DEV1, 1000, &r), RESULT_SUCCESS);
   CHECK(!r.shouldBlock, "a known device still works");
   EXPECT_RC_WITH(L.lastError, L.mem(me, DEV1, -1000, &r), RESULT_SUCCESS);
@@ -644,7 +683,7 @@ static void test_made_up_uuids(void) {
 
   /* A live process holding made-up devices: the host's limits still fit. */
   int refused_n = name_made_up("b", 0, 1000);
-  CHECK(refused_n >= 1000 - 48 && refused_n < 1000, "a live client is refused past its share (%d refused)", refused_n);
+  CHECK(refused_n >= 1000 - 64 && refused_n < 1000, "a live client is refused past its share (%d refused)", refused_n);
   EXPECT_RC_WITH(L.accLastError, L.setMem("faults-w", "stub-device-2", 1 << 20), RESULT_SUCCESS);
   EXPECT_RC_WITH(L.accLastError, L.setMem("faults-w", DEV1, 1 << 20), RESULT_SUCCESS);
   EXPECT_RC_WITH(L.lastError, L.mem(me, DEV1, 1000, &r), RESULT_SUCCESS);
@@ -667,6 +706,8 @@ int main(int argc, char **argv) {
   }
   snprintf(state_dir, sizeof state_dir, "%s", dir);
   snprintf(state_file, sizeof state_file, "%s/stub-state", dir);
+  /* This process and its children are clients of worker "faults-w". */
+  setenv("ACCELERATOR_WORKER_ID", "faults-w", 1);
   limiter_load(argv[1], argv[2]);
   snprintf(me, sizeof me, "%d", (int)getpid());
   ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);

@@ -56,18 +56,25 @@ pub fn file_mode() -> u32 {
 /// and belongs to us; returns its path.
 pub fn ensure() -> Res<PathBuf> {
     let dir = path();
+    ensure_dir(&dir)?;
+    Ok(dir)
+}
+
+/// [`ensure`] for a directory `dir` in the state directory (created
+/// 0700/0770 like it, with its parents).
+pub fn ensure_dir(dir: &Path) -> Res<()> {
     let mode = if group_access() { 0o770 } else { 0o700 };
     match std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
-        .create(&dir)
+        .create(dir)
     {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::io("cannot create state directory", &dir, e)),
+        Err(e) => return Err(Error::io("cannot create state directory", dir, e)),
     }
-    let meta = std::fs::symlink_metadata(&dir)
-        .map_err(|e| Error::io("cannot stat state directory", &dir, e))?;
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| Error::io("cannot stat state directory", dir, e))?;
     if meta.file_type().is_symlink() {
         return Err(Error::OperationFailed(format!(
             "state directory {} is a symlink; refusing to use it",
@@ -80,8 +87,7 @@ pub fn ensure() -> Res<PathBuf> {
             dir.display()
         )));
     }
-    check_owner(&dir, meta.uid())?;
-    Ok(dir)
+    check_owner(dir, meta.uid())
 }
 
 fn check_owner(path: &Path, uid: u32) -> Res<()> {

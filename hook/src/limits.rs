@@ -10,8 +10,9 @@
 //! The process's worker is `ACCELERATOR_WORKER_ID`, read once. Without it
 //! the hook is inert: every call goes straight to the driver.
 //!
-//! The hook never creates the limiter's state: a worker's process finds the
-//! file the hypervisor made when it set limits (`ACCELERATOR_STATE_DIR`).
+//! The hook never creates the limiter's state: a worker's process finds its
+//! worker's books (`workers/<worker>/limiter.shm` in `ACCELERATOR_STATE_DIR`),
+//! which the hypervisor made when it set the worker's limits.
 //!
 //! Failure policy: when the limiter's state cannot be used (a missing,
 //! corrupt, truncated or unreadable state file, one of another layout, one
@@ -24,7 +25,7 @@
 //! file truncated while this process has it mapped is not caught here (a
 //! SIGBUS on the hot path; the limiter's open problem).
 
-use accel_common::{shm, statedir, Error};
+use accel_common::{shm, Error};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::*};
 use std::sync::OnceLock;
 
@@ -96,7 +97,7 @@ fn failed(e: &Error) -> Verdict {
 fn usable() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     let present = *PRESENT.get_or_init(|| {
-        let file = statedir::path().join(shm::FILE_NAME);
+        let file = shm::books_path(worker().unwrap_or_default());
         file.is_file() || {
             failed(&Error::NotFound(format!(
                 "limiter state file {} does not exist",

@@ -450,6 +450,23 @@ impl DeviceArg<'_> {
     }
 }
 
+impl DeviceArg<'_> {
+    /// The UUID's text.
+    pub fn text(&self) -> String {
+        match self {
+            DeviceArg::New(uuid) => (*uuid).to_string(),
+            DeviceArg::Known(_, text) => {
+                let bytes: Vec<u8> = text
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+        }
+    }
+}
+
 /// Write the device UUID of `arg` into a `char[64]` (as `write_fixed`).
 #[inline]
 pub fn write_device(field: &mut [c_char; 64], arg: &DeviceArg<'_>) {

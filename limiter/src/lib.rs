@@ -86,8 +86,13 @@ pub unsafe extern "C" fn CheckAndRecordMemoryOps(
         let pid = process_id(processId)?;
         let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
-        let d = uuid.resolve(|u| shm::device_slot_for(pid, u))?;
-        let o = shm::check_memory_on(pid, d, bytesDiff)?;
+        let o = if shm::is_own_pid(pid) {
+            let d = uuid.resolve(|u| shm::device_slot_for(pid, u))?;
+            shm::check_memory_on(pid, d, bytesDiff)?
+        } else {
+            // Another process's slots are in its worker's books: by name.
+            shm::check_memory(pid, &uuid.text(), bytesDiff)?
+        };
         write_device(&mut record.deviceUUID, &uuid);
         record.bytesDiff = bytesDiff;
         record.shouldBlock = o.should_block;
@@ -109,8 +114,12 @@ pub unsafe extern "C" fn CheckAndRecordComputeOps(
         let pid = process_id(processId)?;
         let uuid = device_arg(deviceUUID, MAX_ID)?;
         let record = out(record, "record")?;
-        let d = uuid.resolve(|u| shm::device_slot_for(pid, u))?;
-        let o = shm::check_compute_on(pid, d, computeTokens)?;
+        let o = if shm::is_own_pid(pid) {
+            let d = uuid.resolve(|u| shm::device_slot_for(pid, u))?;
+            shm::check_compute_on(pid, d, computeTokens)?
+        } else {
+            shm::check_compute(pid, &uuid.text(), computeTokens)?
+        };
         write_device(&mut record.deviceUUID, &uuid);
         record.computeTokens = computeTokens;
         record.shouldBlock = o.should_block;

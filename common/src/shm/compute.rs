@@ -24,6 +24,12 @@ pub struct ComputeOutcome {
 
 /// `CheckAndRecordComputeOps` for process `pid`.
 pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
+    if !workers::is_own(pid) {
+        // Another process: in its worker's books.
+        let b = workers::books_of_pid(pid, true)?;
+        let d = devices::slot_for(&b, pid, uuid)?;
+        return compute_in(&b, pid, d, tokens);
+    }
     check_compute_on(pid, device_slot_for(pid, uuid)?, tokens)
 }
 
@@ -66,8 +72,7 @@ pub(super) fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOut
     let l = map::published()?;
     let i = own_slot(l, pid)?;
     let p = &l.procs[i];
-    let w = p.worker.load(Relaxed) as usize;
-    let wd = l.wd.get(w)?.get(d)?;
+    let wd = l.wd.get(d)?;
     let row = limits::row(d)?;
     if p.devmask.load(Relaxed) & 1 << d == 0 || row.cu_blocked() {
         return None;
@@ -115,13 +120,16 @@ pub(super) fn count_tokens(p: &Proc, d: usize, tokens: u64) {
 /// Every case of a compute check (see [`compute_fast`]).
 #[inline(never)]
 pub(super) fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
-    let l = shared()?;
     let d = checked_device(d)?;
+    compute_in(&*workers::books_of_pid(pid, false)?, pid, d, tokens)
+}
+
+/// A compute check of process `pid` on device slot `d` of its worker's books `l`.
+fn compute_in(l: &Layout, pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
-    let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
-    let wd = &l.wd[w][d];
-    let row = limits::row_of(l, i, d)?;
+    let wd = &l.wd[d];
+    let row = limits::row_of(l, d)?;
     // ≤ 100 (set_compute_limit); `min` keeps it so whatever the word holds.
     let percent = row.cu_limit.load(Acquire).min(100);
     mark_device(p, d);

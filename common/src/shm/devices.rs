@@ -1,13 +1,13 @@
 //! The device table: 64 entries, named by device UUID, and bounded against
 //! callers that name devices the node does not have.
 //!
-//! Entries are named by limiter clients (hooks), which cannot tell a real
-//! UUID from a made-up one (the host's limits name devices in the limits
-//! file, `limits.rs`). Clients may hold at most [`CLIENT_ENTRIES`] entries.
-//! An entry that no process uses (no live process slot has it in its device
-//! mask, and no worker's usage on it is above zero) is *retired* when a new
-//! name needs room, so made-up UUIDs hold entries only while the processes
-//! that named them live.
+//! Entries are named by the worker's limiter clients (hooks), which cannot
+//! tell a real UUID from a made-up one (the host's limits name devices in
+//! the limits file, `limits.rs`), so a worker's table is bounded against
+//! its own processes only: an entry that no process uses (no live process
+//! slot has it in its device mask, and the worker's usage on it is zero) is
+//! *retired* when a new name needs room, so made-up UUIDs hold entries only
+//! while the processes that named them live.
 //!
 //! Naming and retiring take the table's lock byte (`owner.rs`), so they
 //! never interleave. A client does not take it to use a device: it looks the
@@ -21,10 +21,6 @@
 
 use super::*;
 use std::sync::atomic::fence;
-
-/// Entries limiter clients may name at once (layout 3 kept the other 16
-/// for the host, whose limits now name devices in `limits.rs`).
-pub const CLIENT_ENTRIES: usize = 48;
 
 /// The READY entry named `uuid`, if any (no lock).
 pub(super) fn lookup(l: &Layout, uuid: &str) -> Res<Option<usize>> {
@@ -41,20 +37,21 @@ pub(super) fn lookup(l: &Layout, uuid: &str) -> Res<Option<usize>> {
 
 /// The table lock: this process's `KEYS`, then the table's lock byte.
 struct TableLock<'a> {
-    _keys: local::ForkGuard<'a>,
+    _keys: local::ForkGuard<'static>,
+    l: &'a Layout,
 }
 
 impl Drop for TableLock<'_> {
     fn drop(&mut self) {
-        owner::unlock(owner::device_table_lock());
+        owner::unlock(self.l, owner::device_table_lock());
     }
 }
 
-fn table_lock() -> Res<TableLock<'static>> {
+fn table_lock(l: &Layout) -> Res<TableLock<'_>> {
     loop {
         let g = owner::KEYS.lock();
-        if owner::try_lock(owner::device_table_lock())? {
-            return Ok(TableLock { _keys: g });
+        if owner::try_lock(l, owner::device_table_lock())? {
+            return Ok(TableLock { _keys: g, l });
         }
         drop(g);
         std::thread::yield_now();
@@ -65,7 +62,7 @@ fn table_lock() -> Res<TableLock<'static>> {
 fn entry(l: &Layout, uuid: &str) -> Res<usize> {
     for attempt in 0..2 {
         {
-            let _t = table_lock()?;
+            let _t = table_lock(l)?;
             if let Some(d) = entry_locked(l, uuid)? {
                 return Ok(d);
             }
@@ -74,26 +71,18 @@ fn entry(l: &Layout, uuid: &str) -> Res<usize> {
             // Dead processes may still hold entries: reclaim them (with
             // the table lock released: registration takes `KEYS` inside
             // `PROCESS`, never the other way round) and look again.
-            sweep(l, None);
+            sweep(l);
         }
     }
-    Err(full(l, uuid))
+    Err(full(uuid))
 }
 
 #[cold]
-fn full(l: &Layout, uuid: &str) -> Error {
+fn full(uuid: &str) -> Error {
     Error::ResourceExhausted(format!(
-        "the limiter's device table has no room for {uuid:?}: {} entries are in use by live \
-         processes, named by limiter clients (who may name {CLIENT_ENTRIES})",
-        named(l)
+        "the worker's device table has no room for {uuid:?}: all {MAX_DEVICES} entries are in \
+         use by its live processes"
     ))
-}
-
-fn named(l: &Layout) -> usize {
-    l.devices
-        .iter()
-        .filter(|k| k.state.load(Acquire) != KEY_FREE)
-        .count()
 }
 
 /// The entry named `uuid`, naming it if new; the table lock is held.
@@ -109,11 +98,7 @@ fn entry_locked(l: &Layout, uuid: &str) -> Res<Option<usize>> {
             .iter()
             .position(|k| matches!(k.state.load(Acquire), KEY_FREE | KEY_CLAIMING))
     };
-    let slot = if named(l) >= CLIENT_ENTRIES {
-        retire_one(l)
-    } else {
-        free(l).or_else(|| retire_one(l))
-    };
+    let slot = free(l).or_else(|| retire_one(l));
     let Some(d) = slot else {
         return Ok(None);
     };
@@ -140,11 +125,9 @@ fn retire_one(l: &Layout) -> Option<usize> {
             k.state.store(KEY_READY, SeqCst);
             return false;
         }
-        for w in l.wd.iter() {
-            let wd = &w[d];
-            for word in [&wd.usage, &wd.settled, &wd.last_sweep_ns, &wd.bucket.tat] {
-                word.store(0, Relaxed);
-            }
+        let wd = &l.wd[d];
+        for word in [&wd.usage, &wd.settled, &wd.last_sweep_ns, &wd.bucket.tat] {
+            word.store(0, Relaxed);
         }
         for word in &k.words {
             word.store(0, Relaxed);
@@ -155,14 +138,14 @@ fn retire_one(l: &Layout) -> Option<usize> {
     })
 }
 
-/// Whether some process slot has device `d` in its mask, or some worker's
+/// Whether some process slot has device `d` in its mask, or the worker's
 /// usage on it is not zero.
 fn in_use(l: &Layout, d: usize) -> bool {
     let bit = 1u64 << d;
     l.procs
         .iter()
         .any(|p| p.state.load(SeqCst) & 3 != PROC_FREE && p.devmask.load(SeqCst) & bit != 0)
-        || l.wd.iter().any(|w| used_of(w[d].usage.load(Acquire)) != 0)
+        || used_of(l.wd[d].usage.load(Acquire)) != 0
 }
 
 /// The device slot of `uuid` for process `pid` (registered now if new),

@@ -7,7 +7,8 @@
 //! refused with RESULT_ERROR_OPERATION_FAILED and a message saying which.
 //!
 //! Whoever creates (or first opens) the file records its identity (device
-//! and inode) beside it, in `limiter.shm.id`. A process that finds the file
+//! and inode) beside it, in `limiter.shm.id` (in the worker's directory,
+//! `workers.rs`). A process that finds the file
 //! missing while the record exists, or a file with another identity, refuses
 //! it with an error saying the file was removed, renamed or replaced: the
 //! hard limits and books were in the old file, and starting afresh silently
@@ -34,17 +35,10 @@ pub(super) fn open_shared() -> Res<&'static Layout> {
     if let Some(l) = map::published() {
         return Ok(l);
     }
-    let l = open_or_create()?;
+    let l = workers::open_own()?;
     // Before any check can take a stripe of the process-local lock.
     local::init();
     map::publish(l);
-    Ok(l)
-}
-
-pub(super) fn open_or_create() -> Res<&'static Layout> {
-    let (file, path) = open_kind(&BOOKS)?;
-    let l = map::map(&file, SIZE)?;
-    owner::adopt(file, &path)?;
     Ok(l)
 }
 
@@ -58,7 +52,7 @@ pub(super) struct Kind {
     pub(super) mode: fn() -> u32,
 }
 
-/// `limiter.shm`: the books.
+/// `limiter.shm`: a worker's books (in its directory, `workers.rs`).
 pub(super) const BOOKS: Kind = Kind {
     name: FILE_NAME,
     magic: MAGIC,
@@ -73,10 +67,10 @@ impl Kind {
     }
 }
 
-/// Open (creating it if it never existed) the state file of `kind`,
-/// read-write, checked against its identity record and its header.
-pub(super) fn open_kind(kind: &Kind) -> Res<(File, std::path::PathBuf)> {
-    let dir = statedir::ensure()?;
+/// Open (creating it if it never existed, its header's tail `tail` at
+/// byte 24) the state file of `kind` in the directory `dir`, read-write,
+/// checked against its identity record and its header.
+pub(super) fn open_kind(kind: &Kind, dir: &Path, tail: &[u8]) -> Res<(File, std::path::PathBuf)> {
     let path = dir.join(kind.name);
     let id_path = dir.join(kind.id_name());
     let recorded = read_id(&id_path)?;
@@ -91,14 +85,14 @@ pub(super) fn open_kind(kind: &Kind) -> Res<(File, std::path::PathBuf)> {
             }
             validate(kind, &file, &path)?;
             if recorded.is_none() {
-                write_id(&dir, &id_path, id)?;
+                write_id(dir, &id_path, id)?;
             }
             return Ok((file, path));
         }
         if recorded.is_some() {
             return Err(lost(&path, &id_path, "removed or renamed"));
         }
-        create(kind, &dir, &path)?;
+        create(kind, dir, &path, tail)?;
     }
     Err(Error::OperationFailed(format!(
         "limiter state file {} keeps disappearing",
@@ -106,10 +100,9 @@ pub(super) fn open_kind(kind: &Kind) -> Res<(File, std::path::PathBuf)> {
     )))
 }
 
-/// Open the existing state file of `kind` for reading only, checked
-/// against its identity record and header; None when it never existed.
-pub(super) fn open_kind_read(kind: &Kind) -> Res<Option<(File, std::path::PathBuf)>> {
-    let dir = statedir::path();
+/// Open the existing state file of `kind` in `dir` for reading only,
+/// checked against its identity record and header; None when it never existed.
+pub(super) fn open_kind_read(kind: &Kind, dir: &Path) -> Res<Option<(File, std::path::PathBuf)>> {
     let path = dir.join(kind.name);
     let id_path = dir.join(kind.id_name());
     let recorded = read_id(&id_path)?;
@@ -185,7 +178,7 @@ fn write_id(dir: &Path, id_path: &Path, (dev, ino): (u64, u64)) -> Res<()> {
     result
 }
 
-pub(super) fn create(kind: &Kind, dir: &Path, path: &Path) -> Res<()> {
+pub(super) fn create(kind: &Kind, dir: &Path, path: &Path, tail: &[u8]) -> Res<()> {
     // Unique among creators: pids repeat across pid namespaces.
     let tmp = dir.join(format!(
         ".{}.{}.{}.{}.tmp",
@@ -208,6 +201,7 @@ pub(super) fn create(kind: &Kind, dir: &Path, path: &Path) -> Res<()> {
         head[8..16].copy_from_slice(&kind.version.to_le_bytes());
         head[16..24].copy_from_slice(&(kind.size as u64).to_le_bytes());
         file.write_all_at(&head, 0)
+            .and_then(|()| file.write_all_at(tail, head.len() as u64))
             .map_err(|e| Error::io("cannot write", &tmp, e))?;
         match std::fs::hard_link(&tmp, path) {
             Ok(()) => Ok(()),

@@ -36,14 +36,11 @@ fn freeze_state(wk: &LimitWorker) -> FreezeState {
     }
 }
 
-/// Whether the worker is known: named by the host (limits file) or by a
-/// client (the books, read from a copy: the host never maps them).
+/// Whether the worker is known: named by the host (limits file), or it has
+/// books (a client of it created them).
 fn known(worker: &str) -> Res<bool> {
-    if limits::host_worker(worker)?.is_some() {
-        return Ok(true);
-    }
-    Ok(snapshot::Snapshot::take(snapshot::Part::Names)?
-        .is_some_and(|s| find_ready(&s.l.workers[1..], |w| &w.key, worker).is_some()))
+    key_words(worker)?;
+    Ok(limits::host_worker(worker)?.is_some() || workers::exists(worker))
 }
 
 fn unknown(worker: &str) -> Error {

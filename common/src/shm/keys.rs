@@ -1,5 +1,4 @@
-//! Named slots: the text of a device UUID or worker id, and the worker
-//! table, whose entries are claimed the first time a worker id is seen.
+//! Named slots: the text of a device UUID or worker id.
 
 use super::*;
 
@@ -31,74 +30,6 @@ pub(super) fn key_name(k: &Key) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// Find `name` in a table of named slots, claiming the first free slot for
-/// it when `claim`. Slots are claimed in order and never released, so the
-/// first FREE slot ends the search. A claimer holds the slot's lock byte
-/// (`owner.rs`) from before it marks the slot until the name
-/// is published: a slot being claimed is waited for while its lock is held,
-/// and taken over (claim) or passed (lookup) once it is not: its claimer died.
-pub(super) fn find_key<'a>(
-    table: impl Iterator<Item = &'a Key>,
-    name: &str,
-    claim: bool,
-) -> Res<Option<usize>> {
-    let (words, hash) = key_words(name)?;
-    for (i, k) in table.enumerate() {
-        let mut spins = 0u32;
-        loop {
-            let st = k.state.load(Acquire);
-            if st == KEY_READY {
-                if k.hash.load(Relaxed) == hash
-                    && k.words
-                        .iter()
-                        .zip(&words)
-                        .all(|(a, b)| a.load(Relaxed) == *b)
-                {
-                    return Ok(Some(i));
-                }
-                break;
-            }
-            if st == KEY_FREE && !claim {
-                return Ok(None);
-            }
-            spins += 1;
-            if st != KEY_FREE && spins % 64 != 0 {
-                std::thread::yield_now();
-                continue;
-            }
-            let _g = owner::KEYS.lock();
-            if !owner::try_lock(owner::worker_lock(i))? {
-                drop(_g);
-                std::thread::yield_now();
-                continue;
-            }
-            let st = k.state.load(Acquire);
-            if st == KEY_READY || !claim {
-                owner::unlock(owner::worker_lock(i));
-                if st == KEY_READY {
-                    continue;
-                }
-                break; // its claimer died: no name to compare
-            }
-            k.state.store(KEY_CLAIMING, Release);
-            for (a, b) in k.words.iter().zip(&words) {
-                a.store(*b, Relaxed);
-            }
-            k.hash.store(hash, Relaxed);
-            k.state.store(KEY_READY, Release);
-            owner::unlock(owner::worker_lock(i));
-            return Ok(Some(i));
-        }
-    }
-    if claim {
-        Err(Error::ResourceExhausted(format!(
-            "the limiter's table is full; cannot add {name:?}"
-        )))
-    } else {
-        Ok(None)
-    }
-}
-
 /// The READY entry named `name` in a table of names appended in order.
 pub(super) fn find_ready<T>(table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> Option<usize> {
     let (words, hash) = key_words(name).ok()?;
@@ -119,14 +50,4 @@ pub(super) fn find_ready<T>(table: &[T], key: impl Fn(&T) -> &Key, name: &str) -
         }
     }
     None
-}
-
-/// Worker slot of a named worker (slot 0, the anonymous pool, has no name).
-pub(super) fn worker_index(l: &Layout, worker: &str, claim: bool) -> Res<Option<usize>> {
-    Ok(find_key(l.workers[1..].iter().map(|w| &w.key), worker, claim)?.map(|i| i + 1))
-}
-
-pub(super) fn known_worker(l: &Layout, worker: &str) -> Res<usize> {
-    worker_index(l, worker, false)?
-        .ok_or_else(|| Error::NotFound(format!("worker {worker:?} is not known to the limiter")))
 }

@@ -1,17 +1,20 @@
-//! The file's layout (version [`VERSION`], fixed size, zero-initialised =
-//! empty) and the packing of its words.
+//! The layout of one worker's books (version [`VERSION`], fixed size,
+//! zero-initialised = empty) and the packing of its words.
+//!
+//! Each worker has a file of its own, `workers/<worker>/limiter.shm`
+//! (`workers.rs`): every word in it is that worker's, so what the worker's
+//! processes write cannot reach another worker's books.
 //!
 //! | part | size | content |
 //! |---|---|---|
-//! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size |
+//! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size, private flag, slots ever claimed, the worker's id |
 //! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
 //! | devices | 64 × 128 B | device UUIDs (`devices.rs`) |
-//! | workers | 1,024 × 128 B | worker ids; slot 0 is the anonymous pool |
-//! | worker × device | 1,024 × 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT), rate gain, last measurement |
-//! | processes | 4,096 × 1,600 B | state word (pid), start time, worker, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
+//! | worker × device | 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT), rate gain, last measurement |
+//! | processes | 2,048 × 1,600 B | state word (pid), start time, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
 //!
-//! Limits and freeze state are not here (every client writes this file):
-//! they are in the host-owned limits file (`limits.rs`).
+//! Limits and freeze state are not here (the worker's clients write this
+//! file): they are in the host-owned limits file (`limits.rs`).
 
 use super::*;
 
@@ -22,6 +25,14 @@ pub(super) struct Header {
     pub(super) magic: AtomicU64,
     pub(super) version: AtomicU64,
     pub(super) size: AtomicU64,
+    /// 1: the private worker of one process without `ACCELERATOR_WORKER_ID`
+    /// (`workers.rs`), whose directory the host removes once it is unused.
+    pub(super) private: AtomicU64,
+    /// One past the highest process slot ever claimed: host reports read
+    /// the slots below it only (a worker's books are mostly empty).
+    pub(super) slots: AtomicU64,
+    /// The worker's id, written by the file's creator.
+    pub(super) worker: Key,
 }
 
 #[repr(C, align(4096))]
@@ -34,11 +45,6 @@ pub(super) struct Key {
     pub(super) state: AtomicU64,
     pub(super) hash: AtomicU64,
     pub(super) words: [AtomicU64; 8],
-}
-
-#[repr(C, align(64))]
-pub(super) struct Worker {
-    pub(super) key: Key,
 }
 
 /// One worker on one device: the memory fields on the first cache line, the
@@ -70,7 +76,6 @@ pub(super) struct Proc {
     /// (pid << 2) | PROC_FREE/CLAIMING/LIVE/RECLAIMING.
     pub(super) state: AtomicU64,
     pub(super) start: AtomicU64,
-    pub(super) worker: AtomicU64,
     /// Bit d: the process has used device d.
     pub(super) devmask: AtomicU64,
     /// The pid namespace the pid is of (`owner::pid_ns`).
@@ -90,12 +95,11 @@ pub struct Layout {
     pub(super) header: Header,
     pub(super) scratch: Scratch,
     pub(super) devices: [Key; MAX_DEVICES],
-    pub(super) workers: [Worker; MAX_WORKERS],
-    pub(super) wd: [[WorkerDevice; MAX_DEVICES]; MAX_WORKERS],
+    pub(super) wd: [WorkerDevice; MAX_DEVICES],
     pub(super) procs: [Proc; MAX_PROCS],
 }
 
-/// Size of the state file.
+/// Size of a worker's books.
 pub const SIZE: usize = std::mem::size_of::<Layout>();
 
 pub(super) const KEY_FREE: u64 = 0;

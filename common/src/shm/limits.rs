@@ -1,7 +1,7 @@
 //! Hard limits and freezing: the host-owned limits file.
 //!
-//! The books (`limiter.shm`) are written by every limiter client, so
-//! nothing a client must obey lives there. Limits and freeze state live in
+//! The books (`workers/<worker>/limiter.shm`) are written by the worker's
+//! limiter clients, so nothing a client must obey lives there. Limits and freeze state live in
 //! `$ACCELERATOR_STATE_DIR/limits.shm`, which only the host side writes
 //! (libaccelerator's hard limits, liblimiter's FreezeWorker / AutoFreeze):
 //! mode 0644, a worker's container mounts it read-only, and clients open it
@@ -117,7 +117,7 @@ pub(super) const LIMITS: Kind = Kind {
     mode: || 0o644,
 };
 
-/// The row of a worker without limits (the anonymous pool, or a worker the
+/// The row of a worker without limits (a private worker that set none, or a worker the
 /// host never named).
 static UNLIMITED: Row = Row::with(0);
 
@@ -163,11 +163,16 @@ pub(super) fn row(d: usize) -> Option<&'static Row> {
     Some(r)
 }
 
-/// [`row`], looking it up when needed: the row of the worker of process
-/// slot `i` on device slot `d` of the books `l`.
+/// [`row`], looking it up when needed: the row of the worker of the books
+/// `l` on their device slot `d`. Only rows of this process's own books are
+/// kept; another worker's (`workers::Books::Lent`) are looked up each time.
 #[cold]
 #[inline(never)]
-pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
+pub(super) fn row_of(l: &Layout, d: usize) -> Res<&'static Row> {
+    let own = map::published().is_some_and(|o| std::ptr::eq(o, l));
+    if !own {
+        return row_named(&key_name(&l.header.worker), &key_name(&l.devices[d]));
+    }
     if let Some(r) = row(d) {
         return Ok(r);
     }
@@ -183,17 +188,12 @@ pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
             }
         }
     }
-    let w = (l.procs[i].worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
-    let (lw, ld) = if w == 0 {
-        (None, None)
-    } else {
-        let worker = key_name(&l.workers[w].key);
-        let uuid = key_name(&l.devices[d]);
-        (
-            find_ready(&lim.workers, |k| &k.key, &worker),
-            find_ready(&lim.devices, |k| k, &uuid),
-        )
-    };
+    let worker = key_name(&l.header.worker);
+    let uuid = key_name(&l.devices[d]);
+    let (lw, ld) = (
+        find_ready(&lim.workers, |k| &k.key, &worker),
+        find_ready(&lim.devices, |k| k, &uuid),
+    );
     let row = match (lw, ld) {
         (Some(lw), Some(ld)) => {
             let row = &lim.rows[lw][ld];
@@ -209,6 +209,23 @@ pub(super) fn row_of(l: &Layout, i: usize, d: usize) -> Res<&'static Row> {
         ROW[d].store(std::ptr::null_mut(), Relaxed);
     }
     Ok(row)
+}
+
+/// The row of `worker` on `uuid`, looked up now (not kept).
+fn row_named(worker: &str, uuid: &str) -> Res<&'static Row> {
+    let Some(lim) = client()? else {
+        return Ok(&UNLIMITED);
+    };
+    Ok(
+        match (
+            find_ready(&lim.workers, |k| &k.key, worker),
+            find_ready(&lim.devices, |k| k, uuid),
+        ) {
+            (Some(w), Some(d)) => &lim.rows[w][d],
+            (Some(w), None) if lim.workers[w].freeze.load(Acquire) != 0 => &FROZEN,
+            _ => &UNLIMITED,
+        },
+    )
 }
 
 /// The read-only mapping, opened on first use; None while the host has
@@ -231,9 +248,9 @@ fn mapping(slot: &AtomicPtr<Limits>, write: bool) -> Res<Option<&'static Limits>
         return Ok(Some(l));
     }
     let file = if write {
-        file::open_kind(&LIMITS)?.0
+        file::open_kind(&LIMITS, &crate::statedir::ensure()?, &[])?.0
     } else {
-        match file::open_kind_read(&LIMITS)? {
+        match file::open_kind_read(&LIMITS, &crate::statedir::path())? {
             Some((f, _)) => f,
             None => return Ok(None),
         }
@@ -267,13 +284,16 @@ fn claim<T>(lim: &Limits, table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> 
     Ok(i)
 }
 
-/// Run `f` with the host's mapping, the state directory locked. The books
-/// are created too if they never existed (opened, checked and closed:
-/// never mapped), so that both files a container mounts exist once the
-/// host set its first limit; a books file the host cannot use is its
-/// clients' concern, not a reason to refuse a limit.
-fn write<T>(f: impl FnOnce(&'static Limits) -> Res<T>) -> Res<T> {
-    let _ = file::open_kind(&file::BOOKS);
+/// Run `f` with the host's mapping, the state directory locked. The
+/// worker's books are created too if they never existed (opened, checked
+/// and closed: never mapped, `workers::ensure`), so that every file a
+/// worker's container mounts exists once the host set its first limit or
+/// froze it (`worker`; None: resuming creates nothing); books the host cannot use are their clients' concern, not a
+/// reason to refuse a limit.
+fn write<T>(worker: Option<&str>, f: impl FnOnce(&'static Limits) -> Res<T>) -> Res<T> {
+    if let Some(worker) = worker {
+        let _ = workers::ensure(worker);
+    }
     let lim = host()?;
     let _lock = crate::statedir::lock_dir(&crate::statedir::path())?;
     f(lim)
@@ -297,7 +317,7 @@ pub(super) fn set_limit(
     what: &str,
     word: fn(&Row) -> &AtomicU64,
 ) -> Res<()> {
-    write(|lim| {
+    write(Some(worker), |lim| {
         let row = host_row(lim, worker, uuid)?;
         reports::set_once(word(row), value, what, worker, uuid)
     })
@@ -305,7 +325,7 @@ pub(super) fn set_limit(
 
 /// Set or clear an AutoFreeze bit ([`MEM_BIT`], [`CU_BIT`]) of `worker` on `uuid`.
 pub(super) fn set_auto(worker: &str, uuid: &str, frozen: bool, bit: u64) -> Res<()> {
-    write(|lim| {
+    write(Some(worker), |lim| {
         if !frozen && find_ready(&lim.devices, |k| k, uuid).is_none() {
             return Ok(()); // nothing frozen there
         }
@@ -317,7 +337,7 @@ pub(super) fn set_auto(worker: &str, uuid: &str, frozen: bool, bit: u64) -> Res<
 /// Freeze (`Some(now)`) or resume (`None`) `worker`: its freeze word and
 /// every one of its rows; returns the worker's entry.
 pub(super) fn set_frozen(worker: &str, now_ms: u64) -> Res<&'static LimitWorker> {
-    write(|lim| {
+    write(Some(worker), |lim| {
         let w = claim(lim, &lim.workers, |k| &k.key, worker)?;
         let wk = &lim.workers[w];
         let _ = wk.freeze.compare_exchange(0, now_ms + 1, AcqRel, Acquire);
@@ -332,7 +352,7 @@ pub(super) fn set_frozen(worker: &str, now_ms: u64) -> Res<&'static LimitWorker>
 
 /// Resume `worker` if the host ever named it; None: it never did.
 pub(super) fn set_running(worker: &str, now_ms: u64) -> Res<Option<&'static LimitWorker>> {
-    write(|lim| {
+    write(None, |lim| {
         let Some(w) = find_ready(&lim.workers, |k| &k.key, worker) else {
             return Ok(None);
         };

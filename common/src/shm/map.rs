@@ -4,9 +4,10 @@
 //! Soundness: the layout holds only `AtomicU64` fields (and padding), every
 //! bit pattern of which is valid, so viewing any mapped bytes as `Layout` is
 //! fine; all access goes through atomics, so concurrent writers in other
-//! processes are not data races. The mapping is never unmapped (a `&'static`
-//! is handed out); on `dlclose` of a library it costs address space only,
-//! never heap.
+//! processes are not data races. This process's own books and the limits
+//! file are never unmapped (a `&'static` is handed out); on `dlclose` of a
+//! library they cost address space only, never heap. Another worker's books
+//! are mapped for one call ([`Lent`]) and unmapped when it ends.
 
 use super::Layout;
 use crate::{Error, Res};
@@ -28,6 +29,66 @@ pub(super) fn published() -> Option<&'static Layout> {
 /// Make `l` (from [`map`]) the mapping every later call uses.
 pub(super) fn publish(l: &'static Layout) {
     publish_as(&PUBLISHED, l);
+}
+
+/// The mapping of the process this one was forked from (null: none).
+static INHERITED: std::sync::atomic::AtomicPtr<Layout> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// In a forked child: the parent's mapping is no longer published (the
+/// child may be another worker: `workers.rs`); [`inherited`] gives it back
+/// when the child opens the same file.
+pub(super) fn unpublish_in_child() {
+    let p = PUBLISHED.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::Relaxed);
+    if !p.is_null() {
+        INHERITED.store(p, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The mapping inherited from the parent (its file was the one the caller
+/// opened again), if any.
+pub(super) fn inherited() -> Option<&'static Layout> {
+    published_as(&INHERITED)
+}
+
+/// Another worker's books, mapped for the length of one call and unmapped
+/// when dropped (this process's own books stay mapped: [`publish`]). The
+/// descriptor is the one its lock bytes are taken on (`owner::lent_fd`).
+pub(super) struct Lent {
+    ptr: std::ptr::NonNull<Layout>,
+    file: File,
+}
+
+impl Lent {
+    /// Map `file` (checked: its size is `SIZE`) shared and read-write.
+    pub(super) fn new(file: File) -> Res<Lent> {
+        let l = map_raw(&file, std::mem::size_of::<Layout>(), true)?;
+        let lent = Lent {
+            ptr: l.cast::<Layout>(),
+            file,
+        };
+        super::owner::lend(&lent, lent.file.as_raw_fd())?;
+        Ok(lent)
+    }
+}
+
+impl std::ops::Deref for Lent {
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        // SAFETY: a live mapping of `size_of::<Layout>()` bytes (see the
+        // module comment: any bytes are a valid `Layout`), unmapped only
+        // when `self` drops, which this borrow outlives not.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        super::owner::unlend(self);
+        // SAFETY: the mapping `new` made, of this length; no reference
+        // into it outlives `self` (`deref` borrows `self`).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), std::mem::size_of::<Layout>()) };
+    }
 }
 
 /// Map `len` bytes of `file` shared and read-write as the limiter layout.
@@ -55,6 +116,16 @@ unsafe impl Atomics for super::limits::Row {}
 /// or read-only, as a `T`. A read-only mapping is only ever loaded from (a
 /// store would fault, never change the file).
 pub(super) fn map_as<T: Atomics>(file: &File, write: bool) -> Res<&'static T> {
+    let p = map_raw(file, std::mem::size_of::<T>(), write)?;
+    // mmap returns page-aligned memory, which satisfies T's alignment.
+    debug_assert_eq!(p.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: see the module comment and `Atomics`: any bytes are a valid
+    // T, accessed through atomics only; never unmapped, hence 'static.
+    Ok(unsafe { &*p.cast::<T>().as_ptr() })
+}
+
+/// A fresh shared mapping of `len` bytes of `file`.
+fn map_raw(file: &File, len: usize, write: bool) -> Res<std::ptr::NonNull<u8>> {
     let prot = if write {
         libc::PROT_READ | libc::PROT_WRITE
     } else {
@@ -66,7 +137,7 @@ pub(super) fn map_as<T: Atomics>(file: &File, write: bool) -> Res<&'static T> {
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            std::mem::size_of::<T>(),
+            len,
             prot,
             libc::MAP_SHARED,
             file.as_raw_fd(),
@@ -79,11 +150,8 @@ pub(super) fn map_as<T: Atomics>(file: &File, write: bool) -> Res<&'static T> {
             std::io::Error::last_os_error()
         )));
     }
-    // mmap returns page-aligned memory, which satisfies T's alignment.
-    debug_assert_eq!(p as usize % std::mem::align_of::<T>(), 0);
-    // SAFETY: see the module comment and `Atomics`: any bytes are a valid
-    // T, accessed through atomics only; never unmapped, hence 'static.
-    Ok(unsafe { &*p.cast::<T>() })
+    std::ptr::NonNull::new(p.cast::<u8>())
+        .ok_or_else(|| Error::Internal("mmap returned null".into()))
 }
 
 /// What was published in `slot`, if anything. A slot given here is only
@@ -200,10 +268,20 @@ pub(super) fn thread_id() -> u64 {
 /// the kernel drops them when the last descriptor of it is closed, a
 /// process's death included, and a process of any pid namespace sees them.
 pub(super) fn ofd_lock(fd: i32, off: u64, lock: bool) -> std::io::Result<bool> {
+    ofd_set(fd, off, if lock { libc::F_WRLCK } else { libc::F_UNLCK })
+}
+
+/// [`ofd_lock`] for a read (shared) lock: Ok(false) while another open file
+/// description holds a write lock on the byte.
+pub(super) fn ofd_read_lock(fd: i32, off: u64) -> std::io::Result<bool> {
+    ofd_set(fd, off, libc::F_RDLCK)
+}
+
+fn ofd_set(fd: i32, off: u64, kind: libc::c_int) -> std::io::Result<bool> {
     // SAFETY: flock is plain data; zeroed is a valid value (l_pid must be 0
     // for OFD locks).
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = if lock { libc::F_WRLCK } else { libc::F_UNLCK } as libc::c_short;
+    fl.l_type = kind as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     fl.l_start = off as libc::off_t;
     fl.l_len = 1;

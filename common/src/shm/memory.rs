@@ -216,6 +216,9 @@ pub(super) fn available(limit: u64, used: u64) -> u64 {
 
 /// `CheckAndRecordMemoryOps` for process `pid` (positive delta: allocate).
 pub fn check_memory(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {
+    if !workers::is_own(pid) {
+        return check_memory_of(pid, uuid, delta);
+    }
     check_memory_on(pid, device_slot_for(pid, uuid)?, delta)
 }
 
@@ -243,8 +246,7 @@ pub(super) fn memory_fast(pid: i32, d: usize, delta: i64) -> Option<MemOutcome> 
     }
     let i = own_slot(l, pid)?;
     let p = &l.procs[i];
-    let w = p.worker.load(Relaxed) as usize;
-    let wd = l.wd.get(w)?.get(d)?;
+    let wd = l.wd.get(d)?;
     let row = limits::row(d)?;
     if p.devmask.load(Relaxed) & 1 << d == 0 || row.mem_blocked() {
         return None;
@@ -279,13 +281,16 @@ pub(super) fn memory_slow(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
     if delta.unsigned_abs() > MAX_BYTES {
         return Err(too_large(delta));
     }
-    let l = shared()?;
     let d = checked_device(d)?;
+    memory_in(&*workers::books_of_pid(pid, false)?, pid, d, delta)
+}
+
+/// A memory check of process `pid` on device slot `d` of its worker's books `l`.
+fn memory_in(l: &Layout, pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
-    let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
-    let wd = &l.wd[w][d];
-    let row = limits::row_of(l, i, d)?;
+    let wd = &l.wd[d];
+    let row = limits::row_of(l, d)?;
     let limit = row.mem_limit.load(Acquire);
     let outcome = |should_block, used| MemOutcome {
         should_block,
@@ -298,7 +303,7 @@ pub(super) fn memory_slow(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
     let _owner = local::enter(i, d);
     match apply(l, i, d, wd, delta, limit, true) {
         Apply::Done { used } => Ok(outcome(false, used)),
-        Apply::Blocked { used } => Ok(match retry_after_sweep(l, i, d, w, wd, delta, limit) {
+        Apply::Blocked { used } => Ok(match retry_after_sweep(l, i, d, wd, delta, limit) {
             Some(Apply::Done { used }) => outcome(false, used),
             Some(Apply::Blocked { used }) => outcome(true, used),
             _ => outcome(true, used),
@@ -315,12 +320,11 @@ pub(super) fn retry_after_sweep(
     l: &Layout,
     i: usize,
     d: usize,
-    w: usize,
     wd: &WorkerDevice,
     delta: i64,
     limit: u64,
 ) -> Option<Apply> {
-    try_sweep(l, w, wd).then(|| apply(l, i, d, wd, delta, limit, true))
+    try_sweep(l, wd).then(|| apply(l, i, d, wd, delta, limit, true))
 }
 
 #[cold]
@@ -338,9 +342,9 @@ pub(super) fn overdraft(delta: i64, held: u64) -> Error {
     ))
 }
 
-/// Sweep the worker's dead processes, at most once a millisecond per worker
-/// and device; true when something was reclaimed.
-pub(super) fn try_sweep(l: &Layout, w: usize, wd: &WorkerDevice) -> bool {
+/// Sweep the worker's dead processes, at most once a millisecond per
+/// device; true when something was reclaimed.
+pub(super) fn try_sweep(l: &Layout, wd: &WorkerDevice) -> bool {
     let now = map::monotonic_ns();
     let last = wd.last_sweep_ns.load(Relaxed);
     if now.saturating_sub(last) < 1_000_000
@@ -351,23 +355,36 @@ pub(super) fn try_sweep(l: &Layout, w: usize, wd: &WorkerDevice) -> bool {
     {
         return false;
     }
-    sweep(l, Some(w)) > 0
+    sweep(l) > 0
 }
 
 /// A worker's recorded usage on a device and its memory limit (None:
 /// unlimited). NOT_FOUND for an unknown worker or device.
 pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
-    let l = checked()?;
-    let w = known_worker(l, worker)?;
-    let d = devices::lookup(l, uuid)?
+    let b = workers::books_of(worker)?
+        .ok_or_else(|| Error::NotFound(format!("worker {worker:?} is not known to the limiter")))?;
+    if let Books::Own(_) = b {
+        owner::check_size()?;
+    }
+    let d = devices::lookup(&b, uuid)?
         .ok_or_else(|| Error::NotFound(format!("device {uuid:?} is not known to the limiter")))?;
-    let wd = &l.wd[w][d];
     // Host reports do not reclaim (`snapshot.rs`): the worker's dead
     // processes are reclaimed here, so the usage is that of live ones.
-    sweep(l, Some(w));
+    sweep(&b);
     let limit = limits::memory_limit_of(worker, uuid)?;
     Ok((
-        used_of(wd.usage.load(Acquire)),
+        used_of(b.wd[d].usage.load(Acquire)),
         (limit != 0).then_some(limit),
     ))
+}
+
+/// [`check_memory`] for another process than the caller, in its worker's
+/// books.
+pub(super) fn check_memory_of(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {
+    if delta.unsigned_abs() > MAX_BYTES {
+        return Err(too_large(delta));
+    }
+    let b = workers::books_of_pid(pid, true)?;
+    let d = devices::slot_for(&b, pid, uuid)?;
+    memory_in(&b, pid, d, delta)
 }

@@ -1,14 +1,19 @@
-//! The limiter's node-wide shared state and its lock-free algorithms.
+//! The limiter's shared state and its lock-free algorithms.
 //!
-//! Every limiter client on the node maps the books,
-//! `$ACCELERATOR_STATE_DIR/limiter.shm`, and coordinates through atomics in
-//! it alone: there is no mutex a process can die holding. `liblimiter.so`
-//! calls the check functions on every allocation and kernel launch. Hard
-//! limits and freeze state live apart, in `limits.shm`, which only the host
-//! side writes and clients map read-only (`limits`); the host side never
-//! maps the books: it reads usage back for its per-process utilization
-//! functions from a `pread` copy (`snapshot`), so nothing a client does to
-//! the books can kill a host program.
+//! Each worker has books of its own,
+//! `$ACCELERATOR_STATE_DIR/workers/<worker>/limiter.shm` (`workers`): its
+//! process slots, device entries, usage words and token buckets. A limiter
+//! client maps its own worker's books alone and coordinates with the
+//! worker's other processes through atomics in them: there is no mutex a
+//! process can die holding, and nothing one worker's processes write can
+//! reach another worker's books (a worker's containers mount only its own
+//! directory). `liblimiter.so` calls the check functions on every allocation
+//! and kernel launch. Hard limits and freeze state live apart, in
+//! `limits.shm`, which only the host side writes and clients map read-only
+//! (`limits`). The host side assembles the node's view from every worker's
+//! books, each read into a `pread` copy and checked on its own (`snapshot`,
+//! `workers::each`), so nothing a client does to its books can kill a host
+//! program or hide another worker.
 //!
 //! Entry points for an in-process caller (the preload hook), all taking
 //! the calling process's own pid (`getpid()`; its worker is its
@@ -26,10 +31,12 @@
 //!   v2 ABI's limits, which name no worker.
 //!
 //! The parts, by concern:
-//! - `layout`: the file's layout (version [`VERSION`]) and the packing of its words;
-//! - `file`: creating, checking and mapping the file (`map` holds the `unsafe`);
+//! - `layout`: the books' layout (version [`VERSION`]) and the packing of its words;
+//! - `workers`: one books file per worker: paths, creation, which one a process
+//!   uses, the host's node view, removal of private workers' directories;
+//! - `file`: creating, checking and mapping a file (`map` holds the `unsafe`);
 //! - `owner`: who owns a slot and whether it is alive (OFD locks), fork handling;
-//! - `keys`: names, and the worker table;
+//! - `keys`: names (device UUIDs, worker ids);
 //! - `devices`: the device table, bounded;
 //! - `process`: process slots and registration;
 //! - `memory`: the usage protocol and memory checks;
@@ -63,9 +70,9 @@ mod reclaim;
 mod reports;
 mod snapshot;
 mod steer;
+mod workers;
 
 pub use compute::{check_compute, check_compute_on, ComputeOutcome};
-pub use devices::CLIENT_ENTRIES;
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
 pub use memory::{check_memory, check_memory_on, worker_usage, MemOutcome};
@@ -77,6 +84,7 @@ pub use reports::{
 pub use steer::{
     gain_of, set_gain, steer_of, try_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
+pub use workers::{books_path, worker_dir};
 
 use crate::{Error, Res};
 use backoff::Backoff;
@@ -87,15 +95,22 @@ use memory::{apply, unname};
 use process::*;
 use reclaim::*;
 use std::sync::atomic::{AtomicU64, Ordering::*};
+use workers::Books;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMIT");
-pub const VERSION: u64 = 4;
+/// 5: one file per worker (4: one node-wide file).
+pub const VERSION: u64 = 5;
 pub const FILE_NAME: &str = "limiter.shm";
 pub const ENV_WORKER_ID: &str = "ACCELERATOR_WORKER_ID";
 
 pub const MAX_DEVICES: usize = 64;
+/// Workers the host-owned limits file names.
 pub const MAX_WORKERS: usize = 1024;
-pub const MAX_PROCS: usize = 4096;
+/// Process slots in one worker's books: room for `make bench`'s 1,024
+/// registered processes and the ones it measures with (and a pod's data
+/// loader forks), at 1,600 bytes a slot (sparse: pages nobody touched take
+/// no memory, and reports read only the slots ever claimed).
+pub const MAX_PROCS: usize = 2048;
 /// Longest device UUID and worker id (the ABI's `char[64]` fields).
 pub const MAX_KEY: usize = 63;
 /// Offset and size of the scratch page (benchmark baselines live there).
@@ -107,8 +122,8 @@ pub const MAX_BYTES: u64 = (1 << 43) - 1;
 /// Token-bucket window: the burst is this much time at the worker's rate.
 pub const BURST_NS: u64 = 100_000_000;
 
-/// The mapping, opened (and created if missing) on first use. A failure is
-/// not remembered: the next call tries again.
+/// This process's own worker's books, opened (and created if missing) on
+/// first use. A failure is not remembered: the next call tries again.
 #[inline]
 pub fn shared() -> Res<&'static Layout> {
     match map::published() {
@@ -117,21 +132,24 @@ pub fn shared() -> Res<&'static Layout> {
     }
 }
 
-/// [`shared`] for the cold entry points: the file checked for truncation
-/// first (`owner::check_size`).
-fn checked() -> Res<&'static Layout> {
-    let l = shared()?;
-    owner::check_size()?;
-    Ok(l)
-}
-
 /// The device slot of `uuid` for process `pid` (registering the process
 /// and naming the device if new): the index stays this device's for as
 /// long as that process lives, so the process may keep it and pass it to
 /// [`check_memory_on`] / [`check_compute_on`]. A forked child is another
 /// process: it asks again (`devices.rs` retires entries nobody uses).
+///
+/// For another process than the caller, the slot is one in that process's
+/// worker's books, not the caller's: use it with that pid only (or call
+/// [`check_memory`] / [`check_compute`], which name the device).
 pub fn device_slot_for(pid: i32, uuid: &str) -> Res<usize> {
-    devices::slot_for(checked()?, pid, uuid)
+    devices::slot_for(&*workers::books_of_pid(pid, true)?, pid, uuid)
+}
+
+/// Whether `pid` is the calling process's own (device slots of
+/// [`device_slot_for`] are the caller's to keep only then).
+#[inline]
+pub fn is_own_pid(pid: i32) -> bool {
+    workers::is_own(pid)
 }
 
 fn checked_device(d: usize) -> Res<usize> {

@@ -1,16 +1,19 @@
 //! Who owns a slot, and whether its owner is alive: open-file-description
-//! locks on the state file.
+//! locks on a worker's books.
 //!
 //! A process that registers itself owns its process slot `i` by holding an
-//! OFD write lock on byte `SIZE + i` of the state file (past its end: locks
-//! need no data there). The kernel drops the lock when the process dies,
+//! OFD write lock on byte `SIZE + i` of its worker's books (past its end:
+//! locks need no data there). The kernel drops the lock when the process dies,
 //! whatever its pid namespace, and every process that can open the file sees
 //! it, so liveness never depends on a pid, which means nothing outside its
 //! own namespace: a slot whose lock can be taken has no live owner. Whoever
 //! takes the lock of a dead slot is its only reclaimer; a reclaimer that dies
 //! drops the lock and the next one finishes its work. Device and worker
 //! names are claimed the same way (bytes after the process slots), so a
-//! claimer that died mid-claim is told from one still writing.
+//! claimer that died mid-claim is told from one still writing. Every process
+//! that opened the books as its own also holds a read lock on the *users*
+//! byte for as long as it lives: the host removes a private worker's
+//! directory only while it can take that byte's write lock (`workers.rs`).
 //!
 //! A process slot registered on behalf of another process (`AddWorkerProcess`
 //! with another pid: a *proxy* slot) has no owner holding its lock until the
@@ -19,11 +22,13 @@
 //! namespace it was registered from (its `ns`).
 //!
 //! The descriptor is the one the file was mapped through (so the locks are
-//! on the mapped file even if the path is renamed or replaced), close-on-exec.
+//! on the mapped file even if the path is renamed or replaced), close-on-exec;
+//! another worker's books, mapped for one call (`map::Lent`), lend theirs
+//! for that call.
 //! A forked child inherits it, and with it the parent's locks; the fork
 //! handler closes it in the child, so a child never keeps its parent's slot
-//! alive (nor blocks anything), and reopens the file by path on its first
-//! registration, refusing a file that is no longer the one it has mapped.
+//! alive (nor blocks anything), and opens its own worker's books afresh on
+//! its first call (`file::open_shared`: the child may be another worker).
 //! The handler also frees this process's cold-path locks in the child.
 //! Threads of one process share the descriptor, whose locks never exclude
 //! each other: [`PROCESS`] and [`KEYS`] serialise them.
@@ -66,6 +71,11 @@ pub(super) fn adopt(file: File, path: &Path) -> Res<()> {
     Ok(())
 }
 
+/// Whether `meta` is the file this process's books were mapped from.
+pub(super) fn same_file(meta: &std::fs::Metadata) -> bool {
+    (meta.dev(), meta.ino()) == (FILE_DEV.load(Relaxed), FILE_INO.load(Relaxed))
+}
+
 /// Install the fork handler (once per process, before the first open; no
 /// `Once`: a fork while it ran would leave the child blocked on it).
 pub(super) fn init() {
@@ -80,6 +90,14 @@ extern "C" fn after_fork() {
     if fd >= 0 {
         map::close(fd);
     }
+    for (p, fd) in &LENT {
+        p.store(0, Relaxed);
+        let fd = fd.swap(-1, Relaxed);
+        if fd >= 0 {
+            map::close(fd);
+        }
+    }
+    map::unpublish_in_child();
     OWN_SLOT.store(0, Relaxed);
     limits::forget_rows();
     NS.store(0, Relaxed);
@@ -101,7 +119,7 @@ fn fd() -> Res<i32> {
     }
     // The path now; the inode check below tells whether it is still the
     // file this process mapped.
-    let path = &crate::statedir::path().join(FILE_NAME);
+    let path = &own_path();
     let replaced = || {
         Error::OperationFailed(format!(
             "limiter state file {} was removed or replaced since this process mapped it; \
@@ -138,23 +156,87 @@ pub(super) fn check_size() -> Res<()> {
         return Err(Error::OperationFailed(format!(
             "limiter state file {} was truncated to {len} of {SIZE} bytes while in use; \
              refusing to touch it (restore it or restart every process that uses it)",
-            crate::statedir::path().join(FILE_NAME).display()
+            own_path().display()
         )));
     }
     Ok(())
 }
 
-/// Take the lock of byte `off` without waiting; false: held by a live
-/// process (or, for a claim, by one in the middle of it).
-pub(super) fn try_lock(off: u64) -> Res<bool> {
-    map::ofd_lock(fd()?, off, true)
+/// The path of this process's own books (named in their header).
+fn own_path() -> std::path::PathBuf {
+    let name = map::published().map(|l| key_name(&l.header.worker));
+    workers::books_path(name.as_deref().unwrap_or(""))
+}
+
+/// Lent descriptors: (address of a `map::Lent` mapping, its descriptor).
+static LENT: [(AtomicU64, AtomicI32); 16] = [const { (AtomicU64::new(0), AtomicI32::new(-1)) }; 16];
+
+/// Lend `fd` for lock bytes of the books at `l` (a `map::Lent`) until
+/// [`unlend`]; the fork handler closes the child's copy.
+pub(super) fn lend(l: &Layout, fd: i32) -> Res<()> {
+    let addr = std::ptr::from_ref(l) as u64;
+    for (p, f) in &LENT {
+        if p.compare_exchange(0, addr, AcqRel, Relaxed).is_ok() {
+            f.store(fd, Release);
+            return Ok(());
+        }
+    }
+    Err(Error::ResourceExhausted(
+        "16 other workers' books are in use by this process at once".into(),
+    ))
+}
+
+pub(super) fn unlend(l: &Layout) {
+    let addr = std::ptr::from_ref(l) as u64;
+    for (p, f) in &LENT {
+        if p.load(Acquire) == addr {
+            f.store(-1, Relaxed);
+            p.store(0, Release);
+        }
+    }
+}
+
+/// The descriptor the lock bytes of the books at `l` are taken on.
+fn fd_of(l: &Layout) -> Res<i32> {
+    let addr = std::ptr::from_ref(l) as u64;
+    for (p, f) in &LENT {
+        if p.load(Acquire) == addr {
+            return Ok(f.load(Acquire));
+        }
+    }
+    fd()
+}
+
+/// Take the lock of byte `off` of the books `l` without waiting; false:
+/// held by a live process (or, for a claim, by one in the middle of it).
+pub(super) fn try_lock(l: &Layout, off: u64) -> Res<bool> {
+    map::ofd_lock(fd_of(l)?, off, true)
         .map_err(|e| Error::OperationFailed(format!("cannot lock the limiter state file: {e}")))
 }
 
-pub(super) fn unlock(off: u64) {
-    if let Ok(fd) = fd() {
+pub(super) fn unlock(l: &Layout, off: u64) {
+    if let Ok(fd) = fd_of(l) {
         let _ = map::ofd_lock(fd, off, false);
     }
+}
+
+/// Hold a read lock on the users byte of the books `fd` refers to, waiting
+/// while the host holds its write lock to remove them.
+pub(super) fn hold_users(fd: i32) -> Res<()> {
+    for _ in 0..10_000 {
+        match map::ofd_read_lock(fd, users_lock()) {
+            Ok(true) => return Ok(()),
+            Ok(false) => std::thread::yield_now(),
+            Err(e) => {
+                return Err(Error::OperationFailed(format!(
+                    "cannot lock the limiter state file: {e}"
+                )))
+            }
+        }
+    }
+    Err(Error::OperationFailed(
+        "the limiter's books stay locked for removal".into(),
+    ))
 }
 
 /// Lock byte of process slot `i`.
@@ -167,9 +249,14 @@ pub(super) fn device_table_lock() -> u64 {
     (SIZE + MAX_PROCS) as u64
 }
 
-/// Lock byte of worker entry `i`.
-pub(super) fn worker_lock(i: usize) -> u64 {
-    (SIZE + MAX_PROCS + 1 + i) as u64
+/// Lock byte of the books' users (read locks) and their remover (write lock).
+pub(super) fn users_lock() -> u64 {
+    (SIZE + MAX_PROCS + 1) as u64
+}
+
+/// Lock byte of device slot `d`'s compute sampler (`steer.rs`).
+pub(super) fn sampler_lock(d: usize) -> u64 {
+    (SIZE + MAX_PROCS + 2 + d) as u64
 }
 
 /// This process's pid namespace: the inode of `/proc/self/ns/pid`, unique

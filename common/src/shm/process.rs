@@ -1,11 +1,11 @@
 //! Workers and processes: registration of a process in its slot.
 //!
 //! A process's worker is `ACCELERATOR_WORKER_ID` from its environment, read
-//! once, when the process is first registered (its first limiter call or
-//! `AddWorkerProcess`); a forked child registers anew and reads it then. For
-//! a process id that is not the caller's own, `/proc/<pid>/environ` is read.
-//! Without the variable the process is a worker of its own: it joins the
-//! anonymous pool (worker slot 0), which is never limited nor frozen.
+//! once, when the process first opens its books (its first limiter call);
+//! a forked child opens its own and reads it then. For a process id that is
+//! not the caller's own, `/proc/<pid>/environ` is read. Without the variable
+//! the process is a private worker of its own (`workers.rs`). A slot is in
+//! the books of its process's worker, so it names no worker.
 //! A process is named by its pid namespace (`/proc/self/ns/pid`), its pid
 //! there and its start time (field 22 of `/proc/<pid>/stat`): the same pid in
 //! two containers, or a pid reused by a new process, is another process. A
@@ -59,35 +59,6 @@ pub(super) fn my_pid() -> i32 {
 
 // ---- process slots ------------------------------------------------------------
 
-/// The worker a process belongs to, from its environment; without
-/// `ACCELERATOR_WORKER_ID`, its private worker if it set limits of its own
-/// (`set_memory_limit_for_caller`), else the anonymous pool.
-pub(super) fn worker_of(l: &Layout, pid: i32, start: u64) -> Res<usize> {
-    let value = if pid == my_pid() {
-        std::env::var_os(ENV_WORKER_ID).map(|v| v.into_encoded_bytes())
-    } else {
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .ok()
-            .and_then(|env| {
-                env.split(|&b| b == 0)
-                    .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
-                    .map(<[u8]>::to_vec)
-            })
-    };
-    match value.filter(|v| !v.is_empty()) {
-        None => {
-            let private = private_worker(owner::pid_ns(), pid, start);
-            Ok(worker_index(l, &private, false)?.unwrap_or(0))
-        }
-        Some(v) => {
-            let name = String::from_utf8(v).map_err(|_| {
-                Error::InvalidParam(format!("{ENV_WORKER_ID} of process {pid} is not UTF-8"))
-            })?;
-            worker_index(l, &name, true)?.ok_or_else(|| Error::Internal("worker claim".into()))
-        }
-    }
-}
-
 /// The slot of process `pid`, registering it on first use. The fast path
 /// (the caller's own, registered pid) is one load of the remembered slot
 /// and one of that slot's state word: a slot reclaimed or reused since is
@@ -133,7 +104,7 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
                 // A proxy slot of this process becomes its own. The lock is
                 // already held when another copy of this library in the
                 // process registered it.
-                if owner::try_lock(owner::proc_lock(i))? {
+                if owner::try_lock(l, owner::proc_lock(i))? {
                     p.owned.store(1, Release);
                 }
                 remember(pid, i);
@@ -142,12 +113,10 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
         }
         reclaim(l, i); // an earlier process with this pid, if it is gone
     }
-    let worker = worker_of(l, pid, start)?;
     for attempt in 0..2 {
         if let Some(i) = claim_proc(l)? {
             let p = &l.procs[i];
             p.start.store(start, Relaxed);
-            p.worker.store(worker as u64, Relaxed);
             p.ns.store(ns, Relaxed);
             p.owned.store(own.into(), Relaxed);
             p.devmask.store(0, Relaxed);
@@ -160,23 +129,22 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
             if own {
                 remember(pid, i);
             } else {
-                owner::unlock(owner::proc_lock(i));
+                owner::unlock(l, owner::proc_lock(i));
             }
             return Ok(i);
         }
         if attempt == 0 {
-            sweep_locked(l, None);
+            sweep_locked(l);
         }
     }
     Err(Error::ResourceExhausted(format!(
-        "all {MAX_PROCS} limiter process slots are in use by live processes"
+        "all {MAX_PROCS} process slots of this worker's books are in use by live processes"
     )))
 }
 
-/// The worker of a process without `ACCELERATOR_WORKER_ID` that set its
-/// own limits: named for its pid namespace, pid and start time, so its
-/// limits bind that process alone (not a child, not a later process that
-/// reuses the pid).
+/// The worker of a process without `ACCELERATOR_WORKER_ID`: named for its
+/// pid namespace, pid and start time, so its limits bind that process
+/// alone (not a child, not a later process that reuses the pid).
 pub(super) fn private_worker(ns: u64, pid: i32, start: u64) -> String {
     format!("process-{ns}-{pid}-{start}")
 }
@@ -189,14 +157,15 @@ fn remember(pid: i32, i: usize) {
 /// first: every claimer and reclaimer takes it before changing the slot.
 fn claim_proc(l: &Layout) -> Res<Option<usize>> {
     for (i, p) in l.procs.iter().enumerate() {
-        if p.state.load(Acquire) & 3 != PROC_FREE || !owner::try_lock(owner::proc_lock(i))? {
+        if p.state.load(Acquire) & 3 != PROC_FREE || !owner::try_lock(l, owner::proc_lock(i))? {
             continue;
         }
         if p.state.load(Acquire) & 3 == PROC_FREE {
             p.state.store(proc_word(my_pid(), PROC_CLAIMING), Release);
+            l.header.slots.fetch_max(i as u64 + 1, AcqRel);
             return Ok(Some(i));
         }
-        owner::unlock(owner::proc_lock(i));
+        owner::unlock(l, owner::proc_lock(i));
     }
     Ok(None)
 }
@@ -208,8 +177,8 @@ pub(super) fn mark_device(p: &Proc, d: usize) {
     }
 }
 
-/// `AddWorkerProcess`: register `pid` (and its worker) on a device.
+/// `AddWorkerProcess`: register `pid` on a device, in its worker's books
+/// (created if new).
 pub fn add_process(uuid: &str, pid: i32) -> Res<()> {
-    let l = checked()?;
-    devices::slot_for(l, pid, uuid).map(|_| ())
+    device_slot_for(pid, uuid).map(|_| ())
 }

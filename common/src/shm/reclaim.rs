@@ -13,10 +13,11 @@
 //! names it is settled and un-named, and a `settled` word naming it cleared
 //! (a new process in the slot restarts its sequences). A `RECLAIMING`
 //! (or `CLAIMING`) slot whose lock is free is taken over the same way.
-//! Reclamation runs: when a memory check would block (sweeping that
-//! worker's processes, at most once per millisecond per worker and device),
-//! when a process registers and finds its pid stale or no free slot, and
-//! before every usage report (`processes`).
+//! Reclamation runs: when a memory check would block (sweeping the worker's
+//! processes, at most once per millisecond per device), when a process
+//! registers and finds its pid stale or no free slot or a device table full,
+//! and on a usage query (`worker_usage`); never in a host report, which
+//! reads a copy and leaves dead processes out (`snapshot.rs`).
 
 use super::*;
 
@@ -24,11 +25,11 @@ use super::*;
 /// [`owner::PROCESS`] held. Returns whether this call reclaimed it.
 pub(super) fn reclaim(l: &Layout, i: usize) -> bool {
     let p = &l.procs[i];
-    if p.state.load(Acquire) & 3 == PROC_FREE || own_index() == Some(i) {
+    if p.state.load(Acquire) & 3 == PROC_FREE || own_index(l) == Some(i) {
         return false;
     }
     // Held: its owner (or a reclaimer, or a claimer) is alive.
-    if !owner::try_lock(owner::proc_lock(i)).unwrap_or(false) {
+    if !owner::try_lock(l, owner::proc_lock(i)).unwrap_or(false) {
         return false;
     }
     let st = p.state.load(Acquire);
@@ -41,7 +42,7 @@ pub(super) fn reclaim(l: &Layout, i: usize) -> bool {
     if dead {
         free_books(l, i);
     }
-    owner::unlock(owner::proc_lock(i));
+    owner::unlock(l, owner::proc_lock(i));
     dead
 }
 
@@ -51,20 +52,20 @@ fn proxy_gone(p: &Proc, st: u64) -> bool {
     p.ns.load(Relaxed) == owner::pid_ns() && !alive(word_pid(st), Some(p.start.load(Relaxed)))
 }
 
-/// This process's own slot, if registered.
-fn own_index() -> Option<usize> {
+/// This process's own slot in the books `l`, if registered there.
+fn own_index(l: &Layout) -> Option<usize> {
     let cached = OWN_SLOT.load(Relaxed);
-    (cached >> 32 == my_pid() as u32 as u64).then(|| (cached as u32 as usize).wrapping_sub(1))
+    (cached >> 32 == my_pid() as u32 as u64 && map::published().is_some_and(|o| std::ptr::eq(o, l)))
+        .then(|| (cached as u32 as usize).wrapping_sub(1))
 }
 
 /// Free what the dead slot `i` (its lock held) recorded, and the slot.
 fn free_books(l: &Layout, i: usize) {
     let p = &l.procs[i];
     p.state.store(proc_word(my_pid(), PROC_RECLAIMING), Release);
-    let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
     let mask = p.devmask.load(Acquire);
     for d in (0..MAX_DEVICES).filter(|d| mask & 1 << d != 0) {
-        let wd = &l.wd[w][d];
+        let wd = &l.wd[d];
         unname(l, i, d, wd);
         let held = low48(p.held[d].load(Acquire));
         if held > 0 {
@@ -80,20 +81,17 @@ fn free_books(l: &Layout, i: usize) {
     p.state.store(proc_word(0, PROC_FREE), Release);
 }
 
-/// Reclaim every dead process (of one worker, when given). Returns how many.
-pub(super) fn sweep(l: &Layout, worker: Option<usize>) -> usize {
+/// Reclaim every dead process of the books `l`. Returns how many.
+pub(super) fn sweep(l: &Layout) -> usize {
     let _g = owner::PROCESS.lock();
-    sweep_locked(l, worker)
+    sweep_locked(l)
 }
 
 /// [`sweep`] with [`owner::PROCESS`] held.
-pub(super) fn sweep_locked(l: &Layout, worker: Option<usize>) -> usize {
+pub(super) fn sweep_locked(l: &Layout) -> usize {
     let mut n = 0;
     for (i, p) in l.procs.iter().enumerate() {
         if p.state.load(Acquire) & 3 == PROC_FREE {
-            continue;
-        }
-        if worker.is_some_and(|w| p.worker.load(Relaxed) as usize != w) {
             continue;
         }
         if reclaim(l, i) {

@@ -1,6 +1,5 @@
 //! Limits and reports, for libaccelerator and its vendors.
 
-use super::snapshot::{Part, Snapshot};
 use super::*;
 
 pub(super) fn set_once(
@@ -38,51 +37,17 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
 
 /// `AccelSetMemHardLimit` (ABI v2, no worker argument): the limit of the
 /// calling process's worker (`ACCELERATOR_WORKER_ID`); without one, of the
-/// calling process alone, as a worker of its own (named for its pid
-/// namespace, pid and start time; a process that already recorded memory
-/// is refused).
-/// One-time, like [`set_memory_limit`].
+/// calling process alone: its private worker (`workers.rs`), named for its
+/// pid namespace, pid and start time. One-time, like [`set_memory_limit`].
 pub fn set_memory_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
     check_memory_limit(bytes)?;
-    set_memory_limit(&caller_worker()?, uuid, bytes)
+    set_memory_limit(&workers::worker_of(my_pid())?.0, uuid, bytes)
 }
 
 /// `AccelSetComputeUnitHardLimit` (ABI v2): as [`set_memory_limit_for_caller`].
 pub fn set_compute_limit_for_caller(uuid: &str, percent: u32) -> Res<()> {
     check_compute_limit(percent)?;
-    set_compute_limit(&caller_worker()?, uuid, percent)
-}
-
-/// The worker whose limits the calling process sets: its
-/// `ACCELERATOR_WORKER_ID`, or else a private worker named for the process
-/// (`process::private_worker`), which the process joins now. Its books move
-/// with it only while empty: a process that already recorded memory as part
-/// of the anonymous pool is refused (set the limit before allocating).
-fn caller_worker() -> Res<String> {
-    if let Some(v) = std::env::var_os(ENV_WORKER_ID).filter(|v| !v.is_empty()) {
-        return v.into_string().map_err(|_| {
-            Error::InvalidParam(format!("{ENV_WORKER_ID} of this process is not UTF-8"))
-        });
-    }
-    let l = checked()?;
-    let pid = my_pid();
-    let i = proc_slot(l, pid)?;
-    let p = &l.procs[i];
-    let name = private_worker(p.ns.load(Relaxed), pid, p.start.load(Relaxed));
-    let w = worker_index(l, &name, true)?.ok_or_else(|| Error::Internal("worker".into()))?;
-    let _g = owner::PROCESS.lock();
-    if p.worker.load(Relaxed) as usize != w {
-        if p.held.iter().any(|h| low48(h.load(Acquire)) != 0) {
-            return Err(Error::OperationFailed(
-                "this process has recorded memory already; a process without \
-                 ACCELERATOR_WORKER_ID sets its own limits before it allocates"
-                    .into(),
-            ));
-        }
-        p.worker.store(w as u64, Release);
-        limits::forget_rows();
-    }
-    Ok(name)
+    set_compute_limit(&workers::worker_of(my_pid())?.0, uuid, percent)
 }
 
 fn check_memory_limit(bytes: u64) -> Res<()> {
@@ -112,7 +77,7 @@ pub struct LimitEntry {
     pub compute_percent: Option<u32>,
 }
 
-pub(super) fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
+fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
     l.devices
         .iter()
         .enumerate()
@@ -151,7 +116,8 @@ pub struct ProcessUsage {
     pub pid_namespace: u64,
     /// Start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
     pub start_time: u64,
-    /// The worker id; empty for a process without `ACCELERATOR_WORKER_ID`.
+    /// The worker id; empty for a process without `ACCELERATOR_WORKER_ID`
+    /// (a private worker).
     pub worker: String,
     pub device_uuid: String,
     /// Bytes the limiter recorded (allocations minus frees).
@@ -162,50 +128,45 @@ pub struct ProcessUsage {
 
 /// Every live process the limiter knows that the caller can see, one entry
 /// per device it used, named by its pid in the caller's pid namespace.
-/// Read from a copy of the file (`snapshot.rs`); dead processes are left
+/// Assembled from every worker's books, each read from a copy and checked
+/// on its own (`workers::each`): books that cannot be used leave that worker
+/// out (the reason is logged) and the others in. Dead processes are left
 /// out, so the bytes are those of live processes only. A process of a pid
 /// namespace the caller cannot see (a sibling container's, from inside a
 /// container) is left out: it has no pid here. The host sees every
 /// container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
-    let Some(snap) = Snapshot::take(Part::Processes)? else {
-        return Ok(Vec::new());
-    };
-    let l = &*snap.l;
-    let devices = ready_devices(l);
     let mut out = Vec::new();
     let mut visible = Visible::default();
-    for (i, p) in l.procs.iter().enumerate() {
-        let st = p.state.load(Acquire);
-        if !snap.alive(i) {
-            continue;
-        }
-        let (ns, start) = (p.ns.load(Relaxed), p.start.load(Relaxed));
-        let Some(pid) = visible.pid(ns, word_pid(st), start) else {
-            continue;
-        };
-        let w = (p.worker.load(Relaxed) as usize).min(MAX_WORKERS - 1);
-        let worker = if w == 0 {
-            String::new()
-        } else {
-            key_name(&l.workers[w].key)
-        };
-        let mask = p.devmask.load(Acquire);
-        for (d, uuid) in &devices {
-            if mask & 1 << d != 0 {
-                out.push(ProcessUsage {
-                    pid,
-                    namespace_pid: word_pid(st),
-                    pid_namespace: ns,
-                    start_time: start,
-                    worker: worker.clone(),
-                    device_uuid: uuid.clone(),
-                    memory_bytes: low48(p.held[*d].load(Acquire)),
-                    compute_tokens: p.tokens[*d].load(Relaxed),
-                });
+    workers::each(|worker, snap| {
+        let l = &*snap.l;
+        let devices = ready_devices(l);
+        for (i, p) in l.procs.iter().enumerate() {
+            let st = p.state.load(Acquire);
+            if !snap.alive(i) {
+                continue;
+            }
+            let (ns, start) = (p.ns.load(Relaxed), p.start.load(Relaxed));
+            let Some(pid) = visible.pid(ns, word_pid(st), start) else {
+                continue;
+            };
+            let mask = p.devmask.load(Acquire);
+            for (d, uuid) in &devices {
+                if mask & 1 << d != 0 {
+                    out.push(ProcessUsage {
+                        pid,
+                        namespace_pid: word_pid(st),
+                        pid_namespace: ns,
+                        start_time: start,
+                        worker: worker.to_string(),
+                        device_uuid: uuid.clone(),
+                        memory_bytes: low48(p.held[*d].load(Acquire)),
+                        compute_tokens: p.tokens[*d].load(Relaxed),
+                    });
+                }
             }
         }
-    }
+    });
     Ok(out)
 }
 

@@ -8,9 +8,11 @@
 //! rate. `measured_ms` says when the sampler last measured the worker on the
 //! device, so a launcher can tell a live measurement from none.
 //!
-//! One sampler per device on the node holds the device's lease: an OFD lock
-//! on a byte of the state file past the process slots' and workers' lock
-//! bytes (`owner.rs`), which the kernel drops when its holder dies.
+//! One sampler per device and worker holds the device's lease: an OFD lock
+//! on a byte of the worker's books past the process slots' lock bytes
+//! (`owner.rs`), which the kernel drops when its holder dies. A sampler
+//! reaches another worker's gain through that worker's books, mapped for
+//! the call (`workers::books_of`), where its mount view has them.
 
 use super::*;
 
@@ -45,10 +47,9 @@ fn gain_word(g: u64) -> u64 {
 /// registered: it has made a check there before).
 pub fn steer_of(pid: i32, d: usize) -> Option<Steer> {
     let l = map::published()?;
-    let i = proc_slot(l, pid).ok()?;
-    let w = l.procs[i].worker.load(Relaxed) as usize;
-    let b = &l.wd.get(w)?.get(d)?.bucket;
-    let row = limits::row_of(l, i, d).ok()?;
+    proc_slot(l, pid).ok()?;
+    let b = &l.wd.get(d)?.bucket;
+    let row = limits::row_of(l, d).ok()?;
     Some(Steer {
         percent: row.cu_limit.load(Acquire).min(100),
         gain: gain_word(b.gain.load(Acquire)),
@@ -57,45 +58,39 @@ pub fn steer_of(pid: i32, d: usize) -> Option<Steer> {
     })
 }
 
-fn bucket<'a>(l: &'a Layout, worker: &str, uuid: &str) -> Res<Option<&'a Bucket>> {
-    let Some(w) = worker_index(l, worker, false)? else {
+/// Run `f` on `worker`'s bucket on `uuid`; None when it has none.
+fn with_bucket<T>(worker: &str, uuid: &str, f: impl FnOnce(&Bucket) -> T) -> Res<Option<T>> {
+    let Some(b) = workers::books_of(worker)? else {
         return Ok(None);
     };
-    let Some(d) = devices::lookup(l, uuid)? else {
+    let Some(d) = devices::lookup(&b, uuid)? else {
         return Ok(None);
     };
-    Ok(Some(&l.wd[w][d].bucket))
+    Ok(Some(f(&b.wd[d].bucket)))
 }
 
 /// A worker's gain on a device and whether its bucket is full (the worker
 /// left its tokens unused: raising its rate would only wind up the gain).
 pub fn gain_of(worker: &str, uuid: &str) -> Res<Option<(u64, bool)>> {
-    let l = shared()?;
-    Ok(bucket(l, worker, uuid)?.map(|b| {
+    with_bucket(worker, uuid, |b| {
         let full = b.tat.load(Acquire) <= clock::fresh();
         (gain_word(b.gain.load(Acquire)), full)
-    }))
+    })
 }
 
 /// The sampler's correction: store `gain` (clamped) and mark the worker measured now.
 pub fn set_gain(worker: &str, uuid: &str, gain: u64) -> Res<()> {
-    let l = shared()?;
-    let b = bucket(l, worker, uuid)?
-        .ok_or_else(|| Error::NotFound(format!("worker {worker:?} on {uuid:?}")))?;
-    b.gain.store(gain.clamp(GAIN_MIN, GAIN_MAX), Release);
-    b.measured_ms.store(freeze::now_ms().max(1), Release);
-    Ok(())
+    with_bucket(worker, uuid, |b| {
+        b.gain.store(gain.clamp(GAIN_MIN, GAIN_MAX), Release);
+        b.measured_ms.store(freeze::now_ms().max(1), Release);
+    })?
+    .ok_or_else(|| Error::NotFound(format!("worker {worker:?} on {uuid:?}")))
 }
 
 /// Take (or keep) the sampler's lease of device slot `d`; false: another
 /// live process holds it.
 pub fn try_sampler_lease(d: usize) -> Res<bool> {
-    owner::try_lock(sampler_lock(checked_device(d)?))
-}
-
-/// Lock byte of device slot `d`'s sampler: after the workers' lock bytes.
-fn sampler_lock(d: usize) -> u64 {
-    owner::worker_lock(MAX_WORKERS) + d as u64
+    owner::try_lock(shared()?, owner::sampler_lock(checked_device(d)?))
 }
 
 #[cfg(test)]
@@ -107,6 +102,5 @@ mod tests {
         assert_eq!(gain_word(0), GAIN_ONE);
         assert_eq!(gain_word(1), GAIN_MIN);
         assert_eq!(gain_word(u64::MAX), GAIN_MAX);
-        assert_eq!(sampler_lock(0), owner::worker_lock(MAX_WORKERS));
     }
 }

@@ -1,0 +1,422 @@
+//! One books file per worker: where it lives, who creates it, which one a
+//! process uses, and the removal of private workers' directories.
+//!
+//! A worker's books are `$ACCELERATOR_STATE_DIR/workers/<worker>/limiter.shm`
+//! (with `limiter.shm.id` beside it, `file.rs`), `<worker>` being its id
+//! with every byte outside `[A-Za-z0-9_.-]`, and a leading `.`, written
+//! `%XX` ([`dir_name`]). The directory is created 0700 (0770 with
+//! `ACCELERATOR_STATE_GROUP_ACCESS=1`), the files 0600 (0660), owned by
+//! their creator: the host side, on the worker's first limit, freeze or
+//! `AddWorkerProcess`; else the worker's first client. A worker's
+//! containers mount its own directory read-write at the same path, and
+//! `limits.shm` with its `.id` read-only, nothing of other workers: a tenant
+//! that sets another `ACCELERATOR_WORKER_ID` inside its container can only
+//! create a file in its own mount view, never reach another worker's books.
+//!
+//! A process uses the books of its worker alone, mapped once ([`open_own`]):
+//! the worker of its `ACCELERATOR_WORKER_ID` when it first calls the limiter,
+//! or without one a *private* worker named for the process
+//! (`process::private_worker`: "the limit binds it and no other process"),
+//! whose header says so. A forked child opens its own again (it may be
+//! another worker). Calls about another process (`AddWorkerProcess`, a check
+//! naming another pid) and about another worker (its usage, the sampler's
+//! gain) map that worker's books for the one call ([`Books::Lent`]).
+//!
+//! The host side reads every worker's books for its reports ([`each`]), each
+//! from a `pread` copy checked on its own: a file that is missing, cut
+//! short, replaced, of another layout or naming another worker is skipped
+//! with its reason on stderr (once per file and reason), and the others are
+//! still reported. It removes a private worker's directory once no live
+//! process uses it: no process holds the users byte's read lock (each holds
+//! it from opening its own books until it dies, `owner.rs`) and no slot is
+//! live; the remover holds the write lock while it renames the directory out
+//! of the way (`.removing.…`, never a worker's name) and deletes it, so an
+//! opener either holds its read lock first (and the directory stays) or
+//! finds the directory gone afterwards and creates it anew.
+
+use super::snapshot::Snapshot;
+use super::*;
+use crate::statedir;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The directory of the workers' directories, in the state directory.
+pub(super) const WORKERS_DIR: &str = "workers";
+
+/// A worker's directory name (see the module docs): one path component,
+/// never `.` or `..`, one name per worker id and back ([`worker_of_dir`]).
+pub(super) fn dir_name(worker: &str) -> String {
+    let mut out = String::with_capacity(worker.len());
+    for (i, b) in worker.bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The worker id a directory name stands for, if it is one [`dir_name`] gives.
+fn worker_of_dir(dir: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(dir.len());
+    let mut it = dir.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hex = [it.next()?, it.next()?];
+            bytes.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            bytes.push(b);
+        }
+    }
+    let name = String::from_utf8(bytes).ok()?;
+    (dir_name(&name) == dir).then_some(name)
+}
+
+/// The directory of `worker`'s books.
+pub fn worker_dir(worker: &str) -> PathBuf {
+    statedir::path().join(WORKERS_DIR).join(dir_name(worker))
+}
+
+/// The path of `worker`'s books.
+pub fn books_path(worker: &str) -> PathBuf {
+    worker_dir(worker).join(FILE_NAME)
+}
+
+/// The worker of process `pid` (this process, or one it can see in
+/// `/proc`): its `ACCELERATOR_WORKER_ID`, else its private worker, named
+/// in its own pid namespace (as the process names itself). Private: true.
+pub(super) fn worker_of(pid: i32) -> Res<(String, bool)> {
+    let own = pid == my_pid();
+    let value = if own {
+        std::env::var_os(ENV_WORKER_ID).map(|v| v.into_encoded_bytes())
+    } else {
+        let env = std::fs::read(format!("/proc/{pid}/environ"))
+            .map_err(|_| Error::NotFound(format!("process {pid} does not exist")))?;
+        env.split(|&b| b == 0)
+            .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
+            .map(<[u8]>::to_vec)
+    };
+    if let Some(v) = value.filter(|v| !v.is_empty()) {
+        let name = String::from_utf8(v).map_err(|_| {
+            Error::InvalidParam(format!("{ENV_WORKER_ID} of process {pid} is not UTF-8"))
+        })?;
+        key_words(&name)?;
+        return Ok((name, false));
+    }
+    let start = proc_stat(pid)
+        .map(|(_, s)| s)
+        .ok_or_else(|| Error::NotFound(format!("process {pid} does not exist")))?;
+    let (ns, inner) = if own {
+        (owner::pid_ns(), pid)
+    } else {
+        own_namespace_pid(pid)
+            .ok_or_else(|| Error::NotFound(format!("process {pid} does not exist")))?
+    };
+    Ok((private_worker(ns, inner, start), true))
+}
+
+/// A process's pid namespace and its pid there (`NSpid`'s last field).
+fn own_namespace_pid(pid: i32) -> Option<(u64, i32)> {
+    let ns = std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok()?.ino();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let inner = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_ascii_whitespace()
+        .last()?
+        .parse()
+        .ok()?;
+    Some((ns, inner))
+}
+
+/// Bytes 24.. of a new books file's header: the private flag and the
+/// worker's id as a ready name (`layout::Header`).
+fn header_tail(worker: &str, private: bool) -> Res<Vec<u8>> {
+    let (words, hash) = key_words(worker)?;
+    let mut tail = vec![0u8; 64 + 16 + 64 - 24];
+    tail[0..8].copy_from_slice(&u64::from(private).to_le_bytes());
+    tail[40..48].copy_from_slice(&KEY_READY.to_le_bytes());
+    tail[48..56].copy_from_slice(&hash.to_le_bytes());
+    for (i, w) in words.iter().enumerate() {
+        tail[56 + i * 8..64 + i * 8].copy_from_slice(&w.to_le_bytes());
+    }
+    Ok(tail)
+}
+
+/// Refuse a books file whose header names another worker, or the same
+/// name as another kind (private or not) when `private` says which.
+fn check_header(file: &File, path: &Path, worker: &str, private: Option<bool>) -> Res<()> {
+    let mut head = [0u8; 144];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| Error::io("cannot read", path, e))?;
+    let expect = header_tail(worker, private.unwrap_or(false))?;
+    let flag_ok = match private {
+        Some(_) => head[24..32] == expect[0..8],
+        None => head[25..32] == [0; 7] && head[24] <= 1,
+    };
+    // Bytes 32..64 (the slots ever claimed, padding) are not the name's.
+    if !flag_ok || head[64..] != expect[40..] {
+        return Err(Error::OperationFailed(format!(
+            "limiter state file {} is not the books of worker {worker:?}; refusing to use it",
+            path.display(),
+        )));
+    }
+    Ok(())
+}
+
+/// Open `worker`'s books read-write, checked (identity, header, name).
+/// `Some(private)`: created with the directory when missing; `None`: only
+/// an existing file, of either kind (else None).
+pub(super) fn open(worker: &str, private: Option<bool>) -> Res<Option<(File, PathBuf)>> {
+    let dir = worker_dir(worker);
+    let (file, path) = match private {
+        Some(private) => {
+            statedir::ensure()?;
+            statedir::ensure_dir(&dir)?;
+            file::open_kind(&file::BOOKS, &dir, &header_tail(worker, private)?)?
+        }
+        None => {
+            if file::open_kind_read(&file::BOOKS, &dir)?.is_none() {
+                return Ok(None);
+            }
+            file::open_kind(&file::BOOKS, &dir, &[])?
+        }
+    };
+    check_header(&file, &path, worker, private)?;
+    Ok(Some((file, path)))
+}
+
+/// Create `worker`'s directory and books if missing (the host side, before
+/// the worker's containers mount them); opened, checked and closed, never
+/// mapped. They are private when `worker` is this process's private worker
+/// (a process that sets its own limits, `reports::caller_worker`).
+pub(super) fn ensure(worker: &str) -> Res<()> {
+    if open(worker, None)?.is_some() {
+        return Ok(());
+    }
+    let private = worker_of(my_pid()).is_ok_and(|(w, p)| p && w == worker);
+    open(worker, Some(private)).map(drop)
+}
+
+/// Open and map this process's own books (`file::open_shared`), holding
+/// their users lock, and keep their descriptor (`owner::adopt`).
+pub(super) fn open_own() -> Res<&'static Layout> {
+    let (worker, private) = worker_of(my_pid())?;
+    for attempt in 0..3 {
+        let (file, path) = match open(&worker, Some(private)) {
+            Ok(Some(opened)) => opened,
+            Ok(None) => continue,
+            // A private worker's directory the host removed while this
+            // process opened it: open it anew.
+            Err(_) if private && attempt < 2 => continue,
+            Err(e) => return Err(e),
+        };
+        owner::hold_users(std::os::fd::AsRawFd::as_raw_fd(&file))?;
+        // Removed (a private worker's, by the host) before the lock was
+        // held: open it anew.
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io("cannot stat", &path, e))?;
+        let same = std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()));
+        if !same {
+            continue;
+        }
+        let l = match map::inherited() {
+            Some(l) if owner::same_file(&meta) => l,
+            _ => map::map(&file, SIZE)?,
+        };
+        owner::adopt(file, &path)?;
+        return Ok(l);
+    }
+    Err(Error::OperationFailed(format!(
+        "the books of worker {worker:?} keep disappearing"
+    )))
+}
+
+/// A worker's books: this process's own mapping, or another worker's
+/// mapped for one call.
+pub(super) enum Books {
+    Own(&'static Layout),
+    Lent(map::Lent),
+}
+
+impl std::ops::Deref for Books {
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        match self {
+            Books::Own(l) => l,
+            Books::Lent(m) => m,
+        }
+    }
+}
+
+/// Whether `pid` is this process's (the remembered slot's pid first: no
+/// system call once registered).
+#[inline]
+pub(super) fn is_own(pid: i32) -> bool {
+    OWN_SLOT.load(Relaxed) >> 32 == pid as u32 as u64 || pid == my_pid()
+}
+
+/// The books of process `pid`'s worker (created if new); `cold`: this
+/// process's own checked for truncation first (`owner::check_size`).
+pub(super) fn books_of_pid(pid: i32, cold: bool) -> Res<Books> {
+    if is_own(pid) {
+        let l = shared()?;
+        if cold {
+            owner::check_size()?;
+        }
+        return Ok(Books::Own(l));
+    }
+    let (worker, private) = worker_of(pid)?;
+    if let Some(b) = own_if_named(&worker)? {
+        return Ok(b);
+    }
+    let (file, _) =
+        open(&worker, Some(private))?.ok_or_else(|| Error::Internal("books not created".into()))?;
+    Ok(Books::Lent(map::Lent::new(file)?))
+}
+
+/// The books of `worker`; None when it has none.
+pub(super) fn books_of(worker: &str) -> Res<Option<Books>> {
+    key_words(worker)?;
+    if let Some(b) = own_if_named(worker)? {
+        return Ok(Some(b));
+    }
+    match open(worker, None)? {
+        Some((file, _)) => Ok(Some(Books::Lent(map::Lent::new(file)?))),
+        None => Ok(None),
+    }
+}
+
+/// This process's own books, if it has them mapped and they are `worker`'s.
+fn own_if_named(worker: &str) -> Res<Option<Books>> {
+    Ok(map::published()
+        .filter(|l| key_name(&l.header.worker) == worker)
+        .map(Books::Own))
+}
+
+/// Whether `worker` has books (a client or the host created them).
+pub(super) fn exists(worker: &str) -> bool {
+    books_path(worker).is_file()
+}
+
+/// Every worker's books, each from a checked `pread` copy, with the
+/// worker's id ("" for a private worker); a file that cannot be used is
+/// skipped with its reason logged once. A private worker's directory that
+/// no live process uses is removed.
+pub(super) fn each(mut f: impl FnMut(&str, &Snapshot)) {
+    let root = statedir::path().join(WORKERS_DIR);
+    let Ok(dir) = std::fs::read_dir(&root) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(worker) = name.to_str().and_then(worker_of_dir) else {
+            if !name.as_encoded_bytes().starts_with(b".") {
+                skip(&root.join(&name), "is not a worker's directory");
+            }
+            continue;
+        };
+        let dir = root.join(&name);
+        match Snapshot::take(&dir, &worker) {
+            Ok(Some(s)) => {
+                let private = s.l.header.private.load(Relaxed) == 1;
+                f(if private { "" } else { &worker }, &s);
+                if private && !s.any_alive() {
+                    drop(s);
+                    remove_unused(&dir);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => skip(&dir, &e.to_string()),
+        }
+    }
+}
+
+/// Remove a private worker's directory if no live process uses it.
+fn remove_unused(dir: &Path) {
+    let path = dir.join(FILE_NAME);
+    let Ok(Some(file)) = statedir::open(&path, statedir::Create::Never) else {
+        return;
+    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    if !map::ofd_lock(fd, owner::users_lock(), true).unwrap_or(false) {
+        return; // a process holds it open
+    }
+    // Checked again under the lock: a process that registered meanwhile
+    // holds its slot's lock byte.
+    if !Snapshot::of_file(&file, &path).is_ok_and(|s| !s.any_alive()) {
+        return;
+    }
+    // Out of the way in one step (an opener finds the whole directory or
+    // none), then removed under a name no worker has (`dir_name` never
+    // starts with '.').
+    let gone = dir.with_file_name(format!(
+        ".removing.{}.{}.{}",
+        owner::pid_ns(),
+        my_pid(),
+        map::monotonic_ns()
+    ));
+    match std::fs::rename(dir, &gone) {
+        Ok(()) => {
+            if let Err(e) = std::fs::remove_dir_all(&gone) {
+                skip(&gone, &format!("cannot be removed ({e})"));
+            }
+        }
+        Err(e) => skip(dir, &format!("cannot be removed ({e})")),
+    }
+}
+
+/// Log once per (path, reason) why a worker's books are left out.
+#[cold]
+fn skip(path: &Path, why: &str) {
+    static SEEN: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+    let text = format!("{} {why}", path.display());
+    let hash = fnv(text.as_bytes());
+    for s in &SEEN {
+        match s.compare_exchange(0, hash, AcqRel, Acquire) {
+            Ok(_) => break,
+            Err(h) if h == hash => return,
+            Err(_) => {}
+        }
+    }
+    eprintln!("accelerator: leaving out the limiter books at {text}");
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    }) | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_names_round_trip_and_stay_one_component() {
+        for w in [
+            "w-1",
+            "a.b",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "x%y",
+            "ünï",
+            "process-1-2-3",
+        ] {
+            let d = dir_name(w);
+            assert!(
+                !d.contains('/') && d != "." && d != ".." && !d.starts_with('.'),
+                "{d}"
+            );
+            assert_eq!(worker_of_dir(&d).as_deref(), Some(w));
+        }
+        assert_eq!(worker_of_dir("%2f"), None); // not the canonical spelling
+        assert_eq!(worker_of_dir("a%"), None);
+    }
+}
