@@ -26,9 +26,10 @@ pub struct ComputeOutcome {
 pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
     if !workers::is_own(pid) {
         // Another process: in its worker's books.
-        let b = workers::books_of_pid(pid, true)?;
-        let d = devices::slot_for(&b, pid, uuid)?;
-        return compute_in(&b, pid, d, tokens);
+        return workers::books_of_pid(pid, true)?.with(|b| {
+            let d = devices::slot_for(b, pid, uuid)?;
+            compute_in(b, pid, d, tokens)
+        });
     }
     check_compute_on(pid, device_slot_for(pid, uuid)?, tokens)
 }
@@ -121,7 +122,7 @@ pub(super) fn count_tokens(p: &Proc, d: usize, tokens: u64) {
 #[inline(never)]
 pub(super) fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
     let d = checked_device(d)?;
-    compute_in(&*workers::books_of_pid(pid, false)?, pid, d, tokens)
+    workers::books_of_pid(pid, false)?.with(|b| compute_in(b, pid, d, tokens))
 }
 
 /// A compute check of process `pid` on device slot `d` of its worker's books `l`.

@@ -282,7 +282,7 @@ pub(super) fn memory_slow(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
         return Err(too_large(delta));
     }
     let d = checked_device(d)?;
-    memory_in(&*workers::books_of_pid(pid, false)?, pid, d, delta)
+    workers::books_of_pid(pid, false)?.with(|b| memory_in(b, pid, d, delta))
 }
 
 /// A memory check of process `pid` on device slot `d` of its worker's books `l`.
@@ -366,16 +366,17 @@ pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
     if let Books::Own(_) = b {
         owner::check_size()?;
     }
-    let d = devices::lookup(&b, uuid)?
-        .ok_or_else(|| Error::NotFound(format!("device {uuid:?} is not known to the limiter")))?;
-    // Host reports do not reclaim (`snapshot.rs`): the worker's dead
-    // processes are reclaimed here, so the usage is that of live ones.
-    sweep(&b);
+    let used = b.with(|b| {
+        let d = devices::lookup(b, uuid)?.ok_or_else(|| {
+            Error::NotFound(format!("device {uuid:?} is not known to the limiter"))
+        })?;
+        // Host reports do not reclaim (`snapshot.rs`): the worker's dead
+        // processes are reclaimed here, so the usage is that of live ones.
+        sweep(b);
+        Ok(used_of(b.wd[d].usage.load(Acquire)))
+    })?;
     let limit = limits::memory_limit_of(worker, uuid)?;
-    Ok((
-        used_of(b.wd[d].usage.load(Acquire)),
-        (limit != 0).then_some(limit),
-    ))
+    Ok((used, (limit != 0).then_some(limit)))
 }
 
 /// [`check_memory`] for another process than the caller, in its worker's
@@ -384,7 +385,8 @@ pub(super) fn check_memory_of(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcom
     if delta.unsigned_abs() > MAX_BYTES {
         return Err(too_large(delta));
     }
-    let b = workers::books_of_pid(pid, true)?;
-    let d = devices::slot_for(&b, pid, uuid)?;
-    memory_in(&b, pid, d, delta)
+    workers::books_of_pid(pid, true)?.with(|b| {
+        let d = devices::slot_for(b, pid, uuid)?;
+        memory_in(b, pid, d, delta)
+    })
 }

@@ -253,6 +253,18 @@ impl std::ops::Deref for Books {
     }
 }
 
+impl Books {
+    /// Run `f` on these books; on another worker's, fenced: a process of
+    /// that worker may truncate them during the call, and the fault must not
+    /// kill this process (`map::fenced`).
+    pub(super) fn with<T>(&self, f: impl FnOnce(&Layout) -> Res<T>) -> Res<T> {
+        match self {
+            Books::Own(l) => f(l),
+            Books::Lent(m) => map::fenced(|| f(m)),
+        }
+    }
+}
+
 /// Whether `pid` is this process's (the remembered slot's pid first: no
 /// system call once registered).
 #[inline]
