@@ -14,11 +14,6 @@
 #define ACCELERATOR_ABI_VERSION 1
 
 /*
- A worker granted less than this share of its refill over a period is idle.
- */
-#define BUSY_SHARE 0.8
-
-/*
  Outcome of every ABI call (ABI.md, "Result codes").
  */
 typedef enum Result {

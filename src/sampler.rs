@@ -41,9 +41,9 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub const PERIOD: Duration = Duration::from_millis(100);
+const PERIOD: Duration = Duration::from_millis(100);
 /// A worker granted less than this share of its refill over a period is idle.
-pub const BUSY_SHARE: f64 = 0.8;
+const BUSY_SHARE: f64 = 0.8;
 const ERROR_EVERY: Duration = Duration::from_secs(60);
 
 /// The running thread (with the pid that started it: a forked child has
@@ -237,7 +237,9 @@ impl Sampler {
                         .sum();
                     let refill = elapsed.map_or(0.0, |e| *percent as f64 * 1e7 * e.as_secs_f64());
                     let idle = (w.granted as f64) < BUSY_SHARE * refill;
-                    shm::next_gain(gain, *percent, measured, idle)
+                    let n = shm::next_gain(gain, *percent, measured, idle);
+                    log_at!(Trace, "sampler {worker} {uuid}: measured {measured:.1} idle {idle} gain {gain} -> {n}");
+                    n
                 };
                 let _ = shm::set_gain(worker, uuid, next);
             }

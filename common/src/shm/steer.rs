@@ -128,15 +128,16 @@ pub fn drop_sampler_lease() {
 
 // ---- the controller ------------------------------------------------------------
 
-/// Half the log-error removed per step (at most ×2 or ÷2 of the rate).
+/// Half the log-error removed per step near the limit.
 pub const ALPHA: f64 = 0.5;
 /// Within this many points of the limit nothing moves.
 pub const DEAD_BAND: f64 = 1.0;
 /// A measurement this high means a saturated device (see [`next_gain`]).
 pub const SATURATED: f64 = 95.0;
-/// Farther than this from the limit (in log-ratio terms: measured more
-/// than 1.5× or less than 1/1.5 of it), the whole step is taken at once.
-pub const FAR: f64 = 1.5;
+/// Farther than this from the limit (measured more than 1.25× or less
+/// than 1/1.25 of it), a larger step: [`ALPHA_FAR`].
+pub const FAR: f64 = 1.25;
+pub const ALPHA_FAR: f64 = 0.75;
 
 /// One controller step: the next gain of a worker limited to `percent`
 /// whose measured utilization was `measured` % with gain `gain`; `idle`:
@@ -144,10 +145,11 @@ pub const FAR: f64 = 1.5;
 ///
 /// `gain ← gain × r^α`, `r = clamp(limit / measured, 1/4, 4)`: an integral
 /// controller on the logarithm of the rate. α = [`ALPHA`] near the limit
-/// (a step that is half the error converges without ringing while the
-/// measurement lags a period); far from it (r beyond [`FAR`] either way) and
-/// when the device is saturated (≥ [`SATURATED`] %, which hides how far
-/// over the worker is) α = 1: the whole ratio at once. An idle worker is
+/// (half the error per step: no ringing though the measurement lags the
+/// gain by part of a period), [`ALPHA_FAR`] far from it (r beyond [`FAR`]
+/// either way), and 1, the whole ratio at once, when the device is
+/// saturated (≥ [`SATURATED`] %, which hides how far over the worker is,
+/// so the ratio understates the step). An idle worker is
 /// never raised (the gain would wind up while it waits on something else).
 /// The gain stays within [`GAIN_MIN`] … [`GAIN_MAX`].
 pub fn next_gain(gain: u64, percent: u64, measured: f64, idle: bool) -> u64 {
@@ -159,8 +161,10 @@ pub fn next_gain(gain: u64, percent: u64, measured: f64, idle: bool) -> u64 {
     if idle {
         r = r.min(1.0);
     }
-    let alpha = if (measured >= SATURATED && r < 1.0) || !(1.0 / FAR..=FAR).contains(&r) {
+    let alpha = if measured >= SATURATED && r < 1.0 {
         1.0
+    } else if !(1.0 / FAR..=FAR).contains(&r) {
+        ALPHA_FAR
     } else {
         ALPHA
     };
@@ -183,10 +187,11 @@ mod tests {
         // Near the limit: half the log-error (measured 1.2× the limit).
         assert_eq!(next_gain(GAIN_ONE, 30, 36.0, false), 935);
         assert_eq!(next_gain(GAIN_ONE, 30, 25.0, false), 1122);
-        // Far from it: the whole ratio, within ×4 or ÷4.
-        assert_eq!(next_gain(GAIN_ONE, 30, 60.0, false), 512);
-        assert_eq!(next_gain(GAIN_ONE, 30, 15.0, false), 2048);
-        assert_eq!(next_gain(GAIN_ONE, 10, 90.0, false), 256);
+        assert_eq!(next_gain(GAIN_ONE, 80, 60.0, false), 1271);
+        // Far from it: three quarters of it, the ratio within ×4 or ÷4.
+        assert_eq!(next_gain(GAIN_ONE, 30, 60.0, false), 609);
+        assert_eq!(next_gain(GAIN_ONE, 30, 15.0, false), 1722);
+        assert_eq!(next_gain(GAIN_ONE, 10, 90.0, false), 362);
         // Unless the bucket idles: never raised then.
         assert_eq!(next_gain(GAIN_ONE, 30, 15.0, true), GAIN_ONE);
         // Within the dead band nothing moves; bounds hold.
@@ -211,8 +216,9 @@ mod tests {
 
     #[test]
     fn a_plant_a_period_behind_settles() {
-        // A fifth of each period still runs at the previous gain (the
-        // launchers pick a new one up within 20 ms of 100): no ringing.
+        // Half of each period's measurement is of the previous gain (the
+        // launchers pick a new one up within 20 ms of 100, and the bucket
+        // carries up to 100 ms of credit or debt over): no ringing.
         for (limit, scale) in [
             (10.0, 4.0),
             (30.0, 2.0),
@@ -222,8 +228,8 @@ mod tests {
         ] {
             let plant = |g: u64| (limit * scale * g as f64 / GAIN_ONE as f64).min(100.0);
             let (mut g, mut prev) = (GAIN_ONE, GAIN_ONE);
-            for _ in 0..10 {
-                let measured = 0.8 * plant(g) + 0.2 * plant(prev);
+            for _ in 0..12 {
+                let measured = 0.5 * plant(g) + 0.5 * plant(prev);
                 prev = g;
                 g = next_gain(g, limit as u64, measured, false);
             }
