@@ -236,9 +236,16 @@ impl Sampler {
                         .map(|(sum, n)| sum / n)
                         .sum();
                     let refill = elapsed.map_or(0.0, |e| *percent as f64 * 1e7 * e.as_secs_f64());
-                    let idle = (w.granted as f64) < BUSY_SHARE * refill;
-                    let n = shm::next_gain(gain, *percent, measured, idle);
-                    log_at!(Trace, "sampler {worker} {uuid}: measured {measured:.1} idle {idle} gain {gain} -> {n}");
+                    let granted = w.granted as f64;
+                    let steady = shm::steady_utilization(measured, granted, refill);
+                    let idle = granted < BUSY_SHARE * refill;
+                    let n = shm::next_gain(gain, *percent, steady, idle);
+                    log_at!(
+                        Trace,
+                        "sampler {worker} {uuid}: measured {measured:.1} (at the refill {steady:.1}) \
+                         granted/refill {:.2} gain {gain} -> {n}",
+                        granted / refill.max(1.0)
+                    );
                     n
                 };
                 let _ = shm::set_gain(worker, uuid, next);

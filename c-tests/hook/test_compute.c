@@ -17,6 +17,7 @@
  *
  * Usage: test_compute LIBACCELERATOR HOOK LIBLIMITER APP_LAUNCH
  *        test_compute --host LIBACCELERATOR   (a host sampler: AccelInit, then wait)
+ *        test_compute --host-dlclose LIBACCELERATOR   (AccelInit, then dlclose) 
  * Windows are shorter than the issue's 30 s to keep `make test` under a
  * minute: 2 s to converge, then 1.5 s measured. */
 #include <dlfcn.h>
@@ -131,13 +132,32 @@ static pid_t spawn_host(int err) {
   return pid;
 }
 
-static int host_main(const char *lib) {
+static int host_main(const char *lib, int unload) {
   void *acc = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
   int (*init)(void) = acc ? (int (*)(void))dlsym(acc, "AccelInit") : NULL;
   if (!init || init() != 0)
     return 2;
+  if (unload) {
+    /* dlclose without AccelShutdown while the sampler runs: the library
+     * pinned itself, so its code stays mapped and the thread keeps going. */
+    if (dlclose(acc) != 0)
+      return 3;
+    nap(0.5);
+    return dlopen(lib, RTLD_NOW | RTLD_NOLOAD) ? 0 : 4;
+  }
   for (;;)
     pause();
+}
+
+/* A host process that unloads the library without shutting it down. */
+static void unload_without_shutdown(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(self, self, "--host-dlclose", libacc, (char *)NULL);
+    _exit(127);
+  }
+  CHECK(wait_status(pid) == 0, "dlclose without AccelShutdown: the sampler's library stays loaded");
 }
 
 static unsigned long long busy(pid_t pid) {
@@ -458,7 +478,9 @@ static void paths(void) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--host") == 0)
-    return host_main(argv[2]);
+    return host_main(argv[2], 0);
+  if (argc == 3 && strcmp(argv[1], "--host-dlclose") == 0)
+    return host_main(argv[2], 1);
   if (argc < 5) {
     fprintf(stderr, "usage: %s LIBACCELERATOR HOOK LIBLIMITER APP_LAUNCH\n", argv[0]);
     return 2;
@@ -508,6 +530,7 @@ int main(int argc, char **argv) {
   shares();
   takeover();
   measurement_lost();
+  unload_without_shutdown();
   unlink(path);
   return test_summary();
 }

@@ -76,8 +76,8 @@ pub use reports::{
     set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 pub use steer::{
-    drop_sampler_lease, gain_of, next_gain, set_gain, steer_of, take_sampler_lease, Steer,
-    GAIN_MAX, GAIN_MIN, GAIN_ONE,
+    drop_sampler_lease, gain_of, next_gain, set_gain, steady_utilization, steer_of,
+    take_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
 
 use crate::{Error, Res};
