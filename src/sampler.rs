@@ -24,9 +24,12 @@
 //! - moves each limited worker's gain with `shm::next_gain` and stores it,
 //!   with the time, in the worker's row of the limits file.
 //!
-//! A worker that left most of its tokens unused over the period (tokens
-//! granted, from the books, under [`BUSY_SHARE`] of its refill) is idle:
-//! it is not held by its bucket, and is never raised. A period without any
+//! On a saturated device the controller reads each worker's utilization
+//! at its refill (`shm::steady_utilization`: utilization per token granted,
+//! the tokens from the books' per-process counters), since a device that
+//! holds the worker hides how far over its limit it is. A worker that left
+//! most of its tokens unused over the period (under [`BUSY_SHARE`] of its
+//! refill) is idle: it is not held by its bucket, and is never raised. A period without any
 //! sample (nothing ran, or the first call) marks the workers measured with
 //! their gains unchanged. The vendor's errors are logged once per minute
 //! with a count; the workers go unmeasured and the hook's policy applies.
@@ -216,6 +219,7 @@ impl Sampler {
                 let e = per_pid.entry(s.pid).or_default();
                 *e = (e.0 + f64::from(s.sm_percent), e.1 + 1.0);
             }
+            let device: f64 = per_pid.values().map(|(sum, n)| sum / n).sum();
             for (worker, percent) in workers {
                 // Only a worker with a process the books name on the device
                 // is measured; the others stay unmeasured (the hook's policy
@@ -237,7 +241,7 @@ impl Sampler {
                         .sum();
                     let refill = elapsed.map_or(0.0, |e| *percent as f64 * 1e7 * e.as_secs_f64());
                     let granted = w.granted as f64;
-                    let steady = shm::steady_utilization(measured, granted, refill);
+                    let steady = shm::steady_utilization(measured, granted, refill, device);
                     let idle = granted < BUSY_SHARE * refill;
                     let n = shm::next_gain(gain, *percent, steady, idle);
                     log_at!(

@@ -21,6 +21,7 @@
  * Windows are shorter than the issue's 30 s to keep `make test` under a
  * minute: 2 s to converge, then 1.5 s measured. */
 #include <dlfcn.h>
+#include <math.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -228,45 +229,57 @@ static void accuracy(int p) {
   CHECK(wait_status(a.harness) == 0, "app (limit %d%%)", p);
 }
 
-/* Two workers at 20 % and 60 % at once; then an unlimited one beside them:
- * first without the hook, then hooked (a worker without a limit), the
- * same time each: its kernels per second, hooked over unhooked, is what
- * the hook costs it. (With it, the fake device is oversubscribed and
- * serves launches in order: the 60 % worker's launches then also wait in
- * the fake driver's queue, so only the 20 % worker is held to ±5 there.) */
+/* Two workers at 20 % and 60 % at once; then, beside them, two unlimited
+ * workers at once, one hooked (a worker without a limit) and one not: the
+ * same program, the same kernels, the same window, so the hooked one's
+ * kernels per second over the other's is what the hook costs an unlimited
+ * worker (both share what the limited ones leave). (With them, the fake
+ * device is oversubscribed and serves launches in order: the 60 % worker's
+ * launches then also wait in the fake driver's queue, so only the 20 %
+ * worker is held to ±5 there.) */
 static void shares(void) {
   char a[64], b[64], c[64];
   worker_name(a, sizeof a, "share20");
   worker_name(b, sizeof b, "share60");
   worker_name(c, sizeof c, "free");
   CHECK(set_compute(a, UUID0, 20) == 0 && set_compute(b, UUID0, 60) == 0, "limits 20/60");
-  struct app apps[3] = {spawn(a, "100", "spin", "9.5"), spawn(b, "300", "spin", "9.5")};
+  struct app apps[4] = {spawn(a, "100", "spin", "8.2"), spawn(b, "300", "spin", "8.2")};
   nap(2.0);
-  double u[3];
+  double u[4];
   measure(apps, u, 2, 1.5);
   printf("compute shares: 20%% -> %.1f%%, 60%% -> %.1f%%\n", u[0], u[1]);
   CHECK(u[0] >= 15 && u[0] <= 25, "the 20%% worker measured %.1f%%", u[0]);
   CHECK(u[1] >= 55 && u[1] <= 65, "the 60%% worker measured %.1f%%", u[1]);
-  double kps[2];
-  for (int hooked = 0; hooked < 2; hooked++) {
-    apps[2] = spawn(hooked ? c : NULL, "100", "spin", "2.2");
+  /* Twice, started in either order (the first started of two racing
+   * processes gets a little less of the device): the geometric mean. */
+  double ratio = 1;
+  for (int round = 0; round < 2; round++) {
+    if (round)
+      apps[3] = spawn(NULL, "100", "spin", "2.2");
+    apps[2] = spawn(c, "100", "spin", "2.2");
+    if (!round)
+      apps[3] = spawn(NULL, "100", "spin", "2.2");
     nap(0.5);
-    measure(apps, u, 3, 1.5);
-    kps[hooked] = u[2] / 100.0 * 1e4; /* 100 µs kernels: 10,000 per device second */
-    printf("compute shares with an unlimited worker (%s): 20%% -> %.1f%%, 60%% -> %.1f%%, "
-           "unlimited -> %.1f%% (%.0f kernels/s)\n",
-           hooked ? "hooked" : "not hooked", u[0], u[1], u[2], kps[hooked]);
+    measure(apps, u, 4, 1.5);
+    ratio *= u[2] / u[3];
+    /* 100 µs kernels: 10,000 per device second. */
+    printf("compute shares with two unlimited workers (%s first): 20%% -> %.1f%%, "
+           "60%% -> %.1f%%, unlimited hooked -> %.1f%% (%.0f kernels/s), not hooked -> %.1f%% "
+           "(%.0f kernels/s)\n",
+           round ? "unhooked" : "hooked", u[0], u[1], u[2], u[2] * 100, u[3], u[3] * 100);
     CHECK(u[0] >= 15 && u[0] <= 25, "the 20%% worker measured %.1f%%", u[0]);
     CHECK(u[1] <= 65, "the 60%% worker stays under its limit: %.1f%%", u[1]);
-    CHECK(u[2] >= 100 - u[0] - u[1] - 5, "the unlimited worker takes the rest: %.1f%%", u[2]);
-    CHECK(wait_status(apps[2].harness) == 0, "unlimited app");
+    CHECK(u[2] + u[3] >= 100 - u[0] - u[1] - 5, "the unlimited workers take the rest: %.1f%%",
+          u[2] + u[3]);
+    for (int i = 2; i < 4; i++)
+      CHECK(wait_status(apps[i].harness) == 0, "unlimited app %d", i);
   }
-  double ratio = kps[1] / kps[0];
+  ratio = sqrt(ratio);
   printf("compute unlimited worker beside limited ones: hooked/unhooked kernels per second "
          "%.3f (%.1f %% loss)\n",
          ratio, 100.0 * (1.0 - ratio));
-  /* Noise of the neighbours' shares between the two windows is a few
-   * percent; the hook's own cost is ~20 ns a launch (make bench). */
+  /* Two processes racing for one device split it within a few percent;
+   * the hook's own cost is ~15 ns a launch (make bench). */
   CHECK(ratio >= 0.95, "the unlimited worker is not slowed: ratio %.3f", ratio);
   for (int i = 0; i < 2; i++)
     CHECK(wait_status(apps[i].harness) == 0, "app %d", i);

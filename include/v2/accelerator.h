@@ -240,7 +240,7 @@ extern "C" {
  Idempotent; fails only when the configuration names no usable vendor
  (the reason is logged). A vendor with no devices is fine. Starts the
  host's compute sampler where the vendor measures per-process
- utilization (`sampler.rs`).
+ utilization (docs/compute.md).
  */
 enum AccelResult AccelInit(void);
 

@@ -171,19 +171,22 @@ pub fn next_gain(gain: u64, percent: u64, measured: f64, idle: bool) -> u64 {
     ((gain as f64 * r.powf(alpha)).round() as u64).clamp(GAIN_MIN, GAIN_MAX)
 }
 
-/// The controller's input: on a saturated device (a measurement of at
-/// least [`SATURATED`] %), the utilization the worker would have at its
-/// current gain if granted exactly its refill. `granted` and `refill` are
-/// tokens over the measured period. Granted less than its refill, the
-/// worker is held by the device, which hides its demand; granted more, it
-/// is spending burst credit it saved while the device held it, and the
-/// saturation overstates its gain. Either way utilization per token is
-/// what the period shows. Below saturation (and without a refill figure,
-/// the sampler's first period) the measurement as it is: the token counts
-/// and the driver's sample windows are not aligned closely enough to
-/// correct a reading the device did not cap.
-pub fn steady_utilization(measured: f64, granted: f64, refill: f64) -> f64 {
-    if refill <= 0.0 || granted <= 0.0 || measured < SATURATED {
+/// The controller's input: on a saturated device (`device`, the sum of
+/// every process's utilization, at least [`SATURATED`] %), the utilization
+/// the worker would have at its current gain if granted exactly its
+/// refill. `granted` and `refill` are tokens over the measured period.
+/// Granted less than its refill, the worker is held by the device (its own
+/// demand, or its neighbours'), which hides how far over it is; granted
+/// more, it is spending burst credit it saved while the device held it,
+/// which overstates its gain. Either way utilization per token is what the
+/// period shows, and at the gain where this reads the limit the worker
+/// uses at most its limit whatever its neighbours do. Below saturation
+/// (and without a refill figure, the sampler's first period) the
+/// measurement as it is: a worker granted less than its refill on a device
+/// with room is not using its tokens, and scaling it up would read as
+/// demand it does not have.
+pub fn steady_utilization(measured: f64, granted: f64, refill: f64, device: f64) -> f64 {
+    if refill <= 0.0 || granted <= 0.0 || device < SATURATED {
         return measured;
     }
     measured * refill / granted
@@ -223,15 +226,17 @@ mod tests {
     #[test]
     fn utilization_is_read_at_the_refill() {
         // Spending saved credit: 100 % of the device on 1.25× the refill.
-        assert_eq!(steady_utilization(100.0, 125.0, 100.0), 80.0);
+        assert_eq!(steady_utilization(100.0, 125.0, 100.0, 100.0), 80.0);
         // Held by a saturated device: 100 % on half the refill = 200 %.
-        assert_eq!(steady_utilization(100.0, 50.0, 100.0), 200.0);
+        assert_eq!(steady_utilization(100.0, 50.0, 100.0, 100.0), 200.0);
+        // Sharing a saturated device: 30 % on half the refill = 60 %.
+        assert_eq!(steady_utilization(30.0, 50.0, 100.0, 98.0), 60.0);
         // Below saturation: as measured.
-        assert_eq!(steady_utilization(20.0, 50.0, 100.0), 20.0);
-        assert_eq!(steady_utilization(80.0, 125.0, 100.0), 80.0);
+        assert_eq!(steady_utilization(20.0, 50.0, 100.0, 60.0), 20.0);
+        assert_eq!(steady_utilization(80.0, 125.0, 100.0, 80.0), 80.0);
         // No figures: as measured.
-        assert_eq!(steady_utilization(100.0, 0.0, 100.0), 100.0);
-        assert_eq!(steady_utilization(100.0, 50.0, 0.0), 100.0);
+        assert_eq!(steady_utilization(100.0, 0.0, 100.0, 100.0), 100.0);
+        assert_eq!(steady_utilization(100.0, 50.0, 0.0, 100.0), 100.0);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use libc::{c_char, pid_t};
 /// Idempotent; fails only when the configuration names no usable vendor
 /// (the reason is logged). A vendor with no devices is fine. Starts the
 /// host's compute sampler where the vendor measures per-process
-/// utilization (`sampler.rs`).
+/// utilization (docs/compute.md).
 #[no_mangle]
 pub extern "C" fn AccelInit() -> AccelResult {
     call("AccelInit", || {
