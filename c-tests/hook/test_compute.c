@@ -17,7 +17,8 @@
  *
  * Usage: test_compute LIBACCELERATOR HOOK LIBLIMITER APP_LAUNCH
  *        test_compute --host LIBACCELERATOR   (a host sampler: AccelInit, then wait)
- *        test_compute --host-dlclose LIBACCELERATOR   (AccelInit, then dlclose) 
+ *        test_compute --host-dlclose LIBACCELERATOR   (AccelInit, then dlclose)
+ *        test_compute --host-fork LIBACCELERATOR   (AccelInit, fork, wait) 
  * Windows are shorter than the issue's 30 s to keep `make test` under a
  * minute: 2 s to converge, then 1.5 s measured. */
 #include <dlfcn.h>
@@ -133,12 +134,24 @@ static pid_t spawn_host(int err) {
   return pid;
 }
 
-static int host_main(const char *lib, int unload) {
+static int host_main(const char *lib, const char *how) {
   void *acc = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
   int (*init)(void) = acc ? (int (*)(void))dlsym(acc, "AccelInit") : NULL;
   if (!init || init() != 0)
     return 2;
-  if (unload) {
+  if (strcmp(how, "--host-fork") == 0) {
+    /* Fork once the sampler holds the lease; the child (no sampler thread)
+     * lives on; its pid on stdout. */
+    nap(0.5);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0)
+      for (;;)
+        pause();
+    printf("%d\n", (int)child);
+    fflush(stdout);
+  }
+  if (strcmp(how, "--host-dlclose") == 0) {
     /* dlclose without AccelShutdown while the sampler runs: the library
      * pinned itself, so its code stays mapped and the thread keeps going. */
     if (dlclose(acc) != 0)
@@ -148,6 +161,49 @@ static int host_main(const char *lib, int unload) {
   }
   for (;;)
     pause();
+}
+
+/* Whether a process holds the node's sampler lease. */
+static int lease_held(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/sampler.lock", getenv("ACCELERATOR_STATE_DIR"));
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return 0;
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+  int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  close(fd);
+  return held;
+}
+
+/* A sampling host process forks, and is SIGKILLed while its child lives:
+ * the child's copy of the lease's descriptor was closed at the fork, so the
+ * lease is free (a dead sampler is not kept elected). */
+static void fork_keeps_no_lease(void) {
+  int out[2];
+  CHECK(pipe(out) == 0, "pipe");
+  fflush(NULL);
+  pid_t host = fork();
+  if (host == 0) {
+    dup2(out[1], 1);
+    execl(self, self, "--host-fork", libacc, (char *)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  char line[32] = {0};
+  CHECK(read(out[0], line, sizeof line - 1) > 0, "the host process forked");
+  close(out[0]);
+  pid_t child = (pid_t)atoi(line);
+  CHECK(child > 0 && lease_held(), "the forking host process holds the lease");
+  kill(host, SIGKILL);
+  CHECK(wait_status(host) == 128 + SIGKILL, "the host process was killed");
+  unsigned long long t0 = tl_now();
+  while (lease_held() && tl_now() - t0 < 1000000000ULL)
+    nap(0.005);
+  CHECK(!lease_held(), "its forked child keeps no lease");
+  CHECK(child > 0 && kill(child, 0) == 0, "the child lives on");
+  if (child > 0)
+    kill(child, SIGKILL);
 }
 
 /* A host process that unloads the library without shutting it down. */
@@ -283,19 +339,6 @@ static void shares(void) {
   CHECK(ratio >= 0.95, "the unlimited worker is not slowed: ratio %.3f", ratio);
   for (int i = 0; i < 2; i++)
     CHECK(wait_status(apps[i].harness) == 0, "app %d", i);
-}
-
-/* Whether a process holds the node's sampler lease. */
-static int lease_held(void) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/sampler.lock", getenv("ACCELERATOR_STATE_DIR"));
-  int fd = open(path, O_RDONLY);
-  if (fd < 0)
-    return 0;
-  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-  int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-  close(fd);
-  return held;
 }
 
 /* The sampling host process is SIGKILLed while a second stands by: the
@@ -490,10 +533,8 @@ static void paths(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && strcmp(argv[1], "--host") == 0)
-    return host_main(argv[2], 0);
-  if (argc == 3 && strcmp(argv[1], "--host-dlclose") == 0)
-    return host_main(argv[2], 1);
+  if (argc == 3 && strncmp(argv[1], "--host", 6) == 0)
+    return host_main(argv[2], argv[1]);
   if (argc < 5) {
     fprintf(stderr, "usage: %s LIBACCELERATOR HOOK LIBLIMITER APP_LAUNCH\n", argv[0]);
     return 2;
@@ -543,6 +584,7 @@ int main(int argc, char **argv) {
   shares();
   takeover();
   measurement_lost();
+  fork_keeps_no_lease();
   unload_without_shutdown();
   unlink(path);
   return test_summary();
