@@ -537,7 +537,7 @@ def limits(nv, devices):
     if not ok:
         problems.append(f"limits: SetMemHardLimit rc {rc}, runs {runs}")
     compute = kit_compute.compute_limits(dict(COMPUTE_TIMINGS, kit=KIT, hook=hook, env=ENV, nvml=nv.lib,
-                                              library=library), uuid)
+                                              library=library, library_path=LIB), uuid)
     for row in compute["rows"] if "rows" in compute else []:
         if row["result"] in ("mismatch", "failure"):
             problems.append(f"limits: compute limit {row['limit']} %: {row['result']} "
@@ -621,7 +621,8 @@ def compute_table(c):
         return [head]
     t = c["timings_s"]
     lines = [head + f"; {t['converge_s']:g} s to converge, then {t['measure_s']:g} s measured, "
-             f"read every {t['window_s']:g} s; match within ±{c['tolerance_points']} points", "",
+             f"read every {t['window_s']:g} s; match within ±{c['tolerance_points']} points; host sampler "
+             f"process (AccelInit) {json.dumps(c.get('host_sampler'))}", "",
              "| limit | measured | error | converged in | launches | result |", "|---|---|---|---|---|---|"]
     for r in c["rows"]:
         conv = r.get("converged_in_s")

@@ -4,8 +4,11 @@ SM, launched and synchronized in a loop, so it saturates the device) runs
 under LD_PRELOAD=libcuda_limiter.so as a worker whose compute limit the
 library set (SetComputeUnitHardLimit); its utilization is read directly from
 NVML (nvmlDeviceGetProcessUtilization, by the load's host pid), not from the
-hook or the library. Standard library and ctypes only; it only reads the
-device (no setter, no reset).
+hook or the library. The closed loop needs a host process running the
+library's compute sampler, as the hypervisor does: a host sampler process
+(this interpreter, loading the library RTLD_NOW|RTLD_GLOBAL and calling
+AccelInit) runs for the whole section. Standard library and ctypes only; it
+only reads the device (no setter, no reset).
 
 In fake mode the same code runs against the project's simulated device
 (c-tests/fakes/timeline.h: FAKE_GPU_TIMELINE, FAKE_KERNEL_US), whose fake NVML
@@ -17,6 +20,7 @@ import json
 import os
 import struct
 import subprocess
+import sys
 import time
 
 LIMITS = (30, 70)
@@ -140,11 +144,40 @@ def accuracy(ctx, reader, uuid, limit):
                 result="match" if within else "mismatch")
 
 
+def sampler_main(library_path):
+    """The host sampler process (`kit_compute.py sampler LIBRARY`): loads the
+    library as the hypervisor does, calls AccelInit (which starts its compute
+    sampler), prints the result and waits until stdin closes."""
+    lib = ctypes.CDLL(library_path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    print(lib.AccelInit(), flush=True)
+    sys.stdin.read()
+    lib.AccelShutdown()
+
+
+def start_sampler(ctx):
+    """(the host sampler process, AccelInit's result or None)."""
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "sampler", ctx["library_path"]], env=ctx["env"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()
+    return p, int(line) if line.lstrip("-").isdigit() else None
+
+
+def stop_sampler(p):
+    """Close its stdin (it shuts the sampler down and exits); its stderr."""
+    try:
+        _, err = p.communicate(input="", timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    return err.strip()
+
+
 def compute_limits(ctx, uuid):
     """The compute part of the limits section: a dict with status and rows.
     ctx: kit (directory), hook (path), env (for subprocesses), nvml (ctypes
-    library), library (a function returning the library under test) and the
-    timings converge_s, measure_s, window_s."""
+    library), library (a function returning the library under test),
+    library_path (its file, for the host sampler process) and the timings
+    converge_s, measure_s, window_s."""
     if "cuLaunchKernel" not in elf_exports(ctx["hook"]):
         return {"status": "not measured",
                 "reason": "the hook library does not intercept cuLaunchKernel (no launch throttling)"}
@@ -155,12 +188,28 @@ def compute_limits(ctx, uuid):
     if rc != 0:
         why = "not supported on this device" if rc == NVML_ERROR_NOT_SUPPORTED else f"returned {rc}"
         return {"status": "not measured", "reason": f"nvmlDeviceGetProcessUtilization {why}"}
-    rows = [accuracy(ctx, reader, uuid, p) for p in LIMITS]
+    # This process sets the limits; only the host sampler process measures
+    # (AccelShutdown: a limit set here starts no sampler of this process).
+    lib = ctx["library"]()
+    if hasattr(lib, "AccelShutdown"):
+        lib.AccelShutdown()
+    sampler, init_rc = start_sampler(ctx)
+    try:
+        rows = [accuracy(ctx, reader, uuid, p) for p in LIMITS]
+    finally:
+        sampler_err = stop_sampler(sampler)
+    host = {"pid": sampler.pid, "accel_init_rc": init_rc, "exit": sampler.returncode}
+    if sampler_err:
+        host["stderr"] = sampler_err[-2000:]
     results = {r["result"] for r in rows}
     status = "measured" if results <= {"match", "mismatch"} else \
         "failed" if "failure" in results else "not measured"
-    s = {"status": status, "tolerance_points": TOLERANCE,
+    s = {"status": status, "tolerance_points": TOLERANCE, "host_sampler": host,
          "timings_s": {k: ctx[k] for k in ("converge_s", "measure_s", "window_s")}, "rows": rows}
     if status == "not measured":
         s["reason"] = "; ".join(f"{r['limit']} %: {r['reason']}" for r in rows if r.get("reason"))
     return s
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "sampler":
+    sampler_main(sys.argv[2])

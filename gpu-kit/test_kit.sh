@@ -64,6 +64,8 @@ check "limits: the hook holds the memory limit" report_is "$r" \
 # read through the fake NVML's per-process utilization.
 check "limits: compute accuracy at 30 % and 70 % within ±5 (time to converge reported)" report_is "$r" \
   '(lambda c: c["status"] == "measured" and [x["limit"] for x in c["rows"]] == [30, 70] and all(x["result"] == "match" and abs(x["error"]) <= 5 and "converged_in_s" in x and x["load"]["launches"] > 0 for x in c["rows"]))(s["limits"]["compute_limit"])'
+check "limits: a host sampler process ran the closed loop (AccelInit)" report_is "$r" \
+  's["limits"]["compute_limit"]["host_sampler"]["accel_init_rc"] == 0 and s["limits"]["compute_limit"]["host_sampler"]["exit"] == 0'
 check "report.md has the compute table" grep -q "^| 70 % | .* | match |$" "$tmp/fake/report.md"
 check "report.md says fake mode" grep -q "Fake mode" "$tmp/fake/report.md"
 

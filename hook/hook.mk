@@ -62,7 +62,7 @@ $(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h
 COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
 $(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/fakes/timeline.h c-tests/test_util.h
 	@mkdir -p $(HOOK_BIN)
-	$(CC) $(CFLAGS) -o $@ $< -ldl
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lm
 
 .PHONY: compute-test
 compute-test: $(COMPUTE_DEPS)

@@ -68,7 +68,12 @@ fn check_mem_limit(uuid: &str, bytes: u64) -> Res<()> {
 
 pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     check_compute_limit(uuid, percent)?;
-    shm::set_compute_limit(worker, uuid, percent)
+    shm::set_compute_limit(worker, uuid, percent)?;
+    // A v1 consumer never calls AccelInit: its first limit starts the
+    // sampler that makes the limit hold (this process wrote the host's
+    // limits file, so it is a host process).
+    crate::sampler::start_for_limit();
+    Ok(())
 }
 
 /// A compute limit must name a device and be a percentage of 1..=100.
@@ -123,5 +128,7 @@ pub fn set_mem_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
 /// v2 `AccelSetComputeUnitHardLimit`: as [`set_mem_limit_for_caller`].
 pub fn set_compute_limit_for_caller(uuid: &str, percent: u32) -> Res<()> {
     check_compute_limit(uuid, percent)?;
-    shm::set_compute_limit_for_caller(uuid, percent)
+    shm::set_compute_limit_for_caller(uuid, percent)?;
+    crate::sampler::start_for_limit();
+    Ok(())
 }

@@ -225,7 +225,13 @@ pub fn init() -> Res<()> {
     let v = api::active()?;
     let n = v.devices()?.len();
     log_at!(Info, "vendor {} with {n} devices", v.name());
+    crate::sampler::start();
     Ok(())
+}
+
+/// `AccelShutdown`: the compute sampler stops (the vendor stays loaded).
+pub fn shutdown() {
+    crate::sampler::stop();
 }
 
 /// A snapshot target: explicit processes, else every process the vendor

@@ -5,13 +5,16 @@
 //! vendor-independent rules (hard limits go to the limiter's shared
 //! state); `vendor` is the trait each directory under `vendors/`
 //! implements; `select` picks the vendor at run time; `usage` merges the
-//! limiter's per-process records into the real vendors' listings.
+//! limiter's per-process records into the real vendors' listings;
+//! `sampler` is the host's compute sampler (measured utilization steers
+//! the hook's launch throttling).
 
 pub mod abi;
 mod api;
 mod hostfiles;
 mod hypervisor;
 mod log;
+mod sampler;
 mod select;
 #[cfg(any(feature = "nvidia", feature = "ascend"))]
 mod usage;

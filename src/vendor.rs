@@ -172,6 +172,17 @@ pub struct ExtendedMetrics {
     pub pcie_mbps: Vec<u32>,
 }
 
+/// One process's SM utilization over one of the driver's sample periods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UtilizationSample {
+    /// The host pid the driver names.
+    pub pid: u32,
+    pub sm_percent: u32,
+    /// The driver's timestamp of the sample (NVML: µs); pass the newest
+    /// seen back as `since` to get only newer ones.
+    pub timestamp: u64,
+}
+
 /// Which processes a per-process query covers: the devices asked about
 /// (all when `None`) and processes the caller names in addition to those
 /// the vendor and the limiter know of.
@@ -231,4 +242,16 @@ pub trait Vendor: Send + Sync {
     /// The vendor's user-space driver files a container needs (the
     /// project's own preload library is added by the caller).
     fn mount_libs(&self) -> Res<Vec<Mount>>;
+
+    /// Per-process SM utilization samples on a device newer than `since`
+    /// (the host compute sampler's input, `sampler.rs`); none newer is an
+    /// empty list. NOT_SUPPORTED where the driver cannot say: then no
+    /// sampler runs.
+    fn process_utilization(&self, device_uuid: &str, since: u64) -> Res<Vec<UtilizationSample>> {
+        let _ = (device_uuid, since);
+        Err(accel_common::Error::NotSupported(format!(
+            "per-process utilization samples ({} vendor)",
+            self.name()
+        )))
+    }
 }

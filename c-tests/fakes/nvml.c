@@ -20,6 +20,7 @@
  * instance profiles 0..8, NVML_NVLINK_MAX_LINKS 36, NVML_GPM_METRIC_MAX 333.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <link.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -540,32 +541,87 @@ typedef struct {
 } psample_t;
 #include "timeline.h"
 /* With FAKE_GPU_TIMELINE (timeline.h), the A40 (the fake driver's device 0)
- * reports each process's share of the simulated device since this process's
- * previous call: one sample per process whose kernels ran, timeStamp in
- * CLOCK_MONOTONIC µs; no sample newer than `last`: NVML_ERROR_NOT_FOUND. */
+ * reports per-process samples from the simulated device, named by the pid
+ * the fake driver recorded (the host pid, as real NVML). Like the driver's
+ * sample buffer, this process keeps readings of every process's device
+ * time (one per call that returned samples, the last SNAPS); a call with
+ * lastSeenTimeStamp `last` gets, for each process whose kernels ran since
+ * the newest reading at or before `last` (the oldest when there is none),
+ * one sample: its share of the device over that span, timeStamp now in
+ * CLOCK_MONOTONIC µs. A size query (NULL buffer, or one too small) answers
+ * NVML_ERROR_INSUFFICIENT_SIZE with the count and changes nothing; nothing
+ * newer: NVML_ERROR_NOT_FOUND (the first call records the first reading). */
+#define SNAPS 64
+static struct {
+  unsigned long long ts_us, at_ns;
+  unsigned pid[TL_PIDS];
+  unsigned long long busy[TL_PIDS];
+} snaps[SNAPS];
+static unsigned nsnaps, snap_next;
+static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void snap_record(struct tl_dev *d, unsigned long long now) {
+  unsigned k = snap_next;
+  snap_next = (snap_next + 1) % SNAPS;
+  if (nsnaps < SNAPS)
+    nsnaps++;
+  snaps[k].ts_us = now / 1000;
+  snaps[k].at_ns = now;
+  for (int i = 0; i < TL_PIDS; i++) {
+    snaps[k].pid[i] = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
+    snaps[k].busy[i] = __atomic_load_n(&d->procs[i].busy_ns, __ATOMIC_ACQUIRE);
+  }
+}
+
+static int snap_base(unsigned long long last) {
+  int best = -1, oldest = -1;
+  for (unsigned n = 0; n < nsnaps; n++) {
+    int k = (int)((snap_next + SNAPS - nsnaps + n) % SNAPS); /* oldest first */
+    if (oldest < 0)
+      oldest = k;
+    if (snaps[k].ts_us <= last)
+      best = k;
+  }
+  return best >= 0 ? best : oldest;
+}
+
 static nvmlReturn_t timeline_util(struct tl_dev *d, psample_t *s, unsigned *count,
                                   unsigned long long last) {
-  static unsigned long long prev_at, prev_busy[TL_PIDS];
-  unsigned long long now = tl_now(), span = now - prev_at;
+  pthread_mutex_lock(&snap_lock);
+  unsigned long long now = tl_now();
+  int b = snap_base(last);
+  if (b < 0) {
+    snap_record(d, now);
+    pthread_mutex_unlock(&snap_lock);
+    return NVML_ERROR_NOT_FOUND;
+  }
+  unsigned long long span = now - snaps[b].at_ns;
   unsigned n = 0;
-  for (int i = 0; i < TL_PIDS; i++) {
+  psample_t got[TL_PIDS];
+  for (int i = 0; i < TL_PIDS && span; i++) {
     unsigned pid = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
     unsigned long long busy = __atomic_load_n(&d->procs[i].busy_ns, __ATOMIC_ACQUIRE);
-    unsigned long long ran = busy - prev_busy[i];
-    prev_busy[i] = busy;
-    if (!pid || !prev_at || !ran || now / 1000 <= last)
+    unsigned long long ran = busy - (snaps[b].pid[i] == pid ? snaps[b].busy[i] : 0);
+    if (!pid || !ran || now / 1000 <= last)
       continue;
-    if (!s || n >= *count)
-      return NVML_ERROR_INSUFFICIENT_SIZE;
-    memset(&s[n], 0, sizeof s[n]);
-    s[n].pid = pid;
-    s[n].timeStamp = now / 1000;
-    s[n].smUtil = (unsigned)(ran >= span ? 100 : (ran * 100 + span / 2) / span);
+    memset(&got[n], 0, sizeof got[n]);
+    got[n].pid = pid;
+    got[n].timeStamp = now / 1000;
+    got[n].smUtil = (unsigned)(ran >= span ? 100 : (ran * 100 + span / 2) / span);
     n++;
   }
-  prev_at = now;
+  nvmlReturn_t r = NVML_SUCCESS;
+  if (!n) {
+    r = NVML_ERROR_NOT_FOUND;
+  } else if (!s || *count < n) {
+    r = NVML_ERROR_INSUFFICIENT_SIZE;
+  } else {
+    memcpy(s, got, n * sizeof *s);
+    snap_record(d, now);
+  }
   *count = n;
-  return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+  pthread_mutex_unlock(&snap_lock);
+  return r;
 }
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(void *h, psample_t *s, unsigned *count,

@@ -6,10 +6,13 @@
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
- *   blocked MS       (a frozen worker) a thread launches, and never gets
- *                    through in MS ms; meanwhile the main thread uses the
- *                    driver, then returns from main with the thread still
- *                    waiting: the process exits
+ *   blocked MS       (a worker the caller freezes) prints "ready" once it
+ *                    has its context and waits for a byte on stdin; then a
+ *                    thread launches, and never gets through in MS ms;
+ *                    meanwhile the main thread calls cuMemAlloc (and
+ *                    cuMemFree), prints "alloc <result>" and "exit <ns>"
+ *                    (CLOCK_MONOTONIC), and returns from main with the
+ *                    thread still waiting: the process exits
  */
 #include <pthread.h>
 #include <dlfcn.h>
@@ -103,11 +106,27 @@ int main(int argc, char **argv) {
     return test_summary();
   }
   if (strcmp(argv[1], "blocked") == 0) {
+    /* The caller freezes the worker now that it has its context. */
+    printf("ready\n");
+    fflush(stdout);
+    char go;
+    CHECK(read(0, &go, 1) == 1, "the caller's go");
     pthread_t t;
     CHECK(pthread_create(&t, NULL, launcher, proc("cuLaunchKernel", 0)) == 0, "thread");
     usleep((useconds_t)atoi(argv[2]) * 1000);
     CHECK(launched == 0, "a frozen worker's launch got through (%llu)", (unsigned long long)launched);
-    CHECK(proc("cuMemAlloc", 0) != NULL, "the other threads use the driver meanwhile");
+    CUresult (*alloc)(unsigned long long *, size_t) =
+        (CUresult(*)(unsigned long long *, size_t))proc("cuMemAlloc", 0);
+    CUresult (*release)(unsigned long long) = (CUresult(*)(unsigned long long))proc("cuMemFree", 0);
+    unsigned long long dptr = 0;
+    CUresult r = alloc(&dptr, 1 << 20);
+    CHECK(r != 0 || (dptr && release(dptr) == 0), "cuMemFree");
+    printf("alloc %d\n", r);
+    /* The caller times the exit from here (CLOCK_MONOTONIC ns). */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    printf("exit %llu\n", (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
+    fflush(stdout);
     return test_summary();
   }
   if (strcmp(argv[1], "paths") == 0) {

@@ -456,7 +456,7 @@ extern "C" fn after_fork_parent() {
 extern "C" fn after_fork_child() {
     after_fork_parent();
     memory::forget_after_fork();
-    crate::sampler::forget_after_fork();
+    crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
 
@@ -550,9 +550,8 @@ macro_rules! real_or_return {
     };
 }
 
-// Launches (`launch.rs`) and the sampler's NVML (`nvml.rs`): after the macro above.
+// Launches (`launch.rs`): after the macro above.
 mod launch;
-pub mod nvml;
 
 // ---- cuGetProcAddress --------------------------------------------------------------
 

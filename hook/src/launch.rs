@@ -11,16 +11,17 @@
 //!
 //! The cost of a launch is not known when it is made: the hook charges
 //! [`LAUNCH_ESTIMATE`] tokens (ns of the whole device) divided by the
-//! worker's gain on the device, which the sampler (`sampler.rs`) steers by
-//! the utilization it measures. The sampler thread of this process keeps
-//! [`CHARGE`] and [`HOLD`] per device fresh; a launch reads one word of each.
+//! worker's gain on the device, which the host's compute sampler steers by
+//! the utilization it measures. This process's refresh thread
+//! (`refresh.rs`) keeps [`CHARGE`] and [`HOLD`] per device fresh from it; a
+//! launch reads one word of each.
 //!
 //! An unlimited worker pays one check of the limiter (no lock, no system call).
 
 use crate::devices;
 use crate::limits::{self, Gate};
 use crate::memory::Driver;
-use crate::sampler;
+use crate::refresh;
 use accel_common::shm::{Steer, GAIN_ONE, MAX_DEVICES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::time::Duration;
@@ -32,7 +33,7 @@ pub const WAIT_MAX: Duration = Duration::from_millis(2);
 
 /// Per device slot: the tokens a launch is charged (0: not steered yet).
 static CHARGE: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
-/// Per device slot: launches wait for a measurement (fail-closed, `sampler.rs`).
+/// Per device slot: launches wait for a measurement (fail-closed, `refresh.rs`).
 static HOLD: [AtomicBool; MAX_DEVICES] = [const { AtomicBool::new(false) }; MAX_DEVICES];
 
 /// Before a launch on the calling thread's current device: return when the
@@ -58,14 +59,14 @@ pub fn admit(drv: &impl Driver) {
     };
     match limits::launch(slot, tokens) {
         Gate::Unlimited => {}
-        Gate::Granted => sampler::ensure_started(),
+        Gate::Granted => refresh::ensure_started(),
         Gate::Wait { deficit } => wait(slot, tokens, deficit),
     }
 }
 
 #[cold]
 fn hold(slot: usize) {
-    sampler::ensure_started();
+    refresh::ensure_started();
     while HOLD[slot].load(Relaxed) {
         std::thread::sleep(WAIT_MAX);
     }
@@ -74,7 +75,7 @@ fn hold(slot: usize) {
 #[cold]
 #[inline(never)]
 fn wait(slot: usize, tokens: u64, mut deficit: u64) {
-    sampler::ensure_started();
+    refresh::ensure_started();
     loop {
         std::thread::sleep(pause(deficit, limits::steer(slot).map_or(0, |s| s.percent)));
         match limits::launch(slot, tokens) {
@@ -102,7 +103,7 @@ pub fn charge(s: &Steer) -> u64 {
     est.clamp(1, (s.percent.max(1) * 500_000).max(1))
 }
 
-/// The sampler thread's refresh of a device's charge and hold.
+/// The refresh thread's update of a device's charge and hold.
 pub fn refresh(slot: usize, s: &Steer, hold: bool) {
     CHARGE[slot].store(charge(s), Relaxed);
     HOLD[slot].store(hold, Relaxed);

@@ -9,15 +9,15 @@
 //!   from its creation to its destruction.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
-//! - `sampler`: one thread per limited process; the elected one per device
-//!   measures utilization through NVML and steers each worker's rate.
+//! - `refresh`: one thread per limited process, keeping each launch's
+//!   charge in step with the gain the host's compute sampler stores.
 //! - `limits`: the one door to the limiter's shared state (and the
 //!   fail-open / fail-closed policy).
 //!
 //! Loaded into programs we do not control: no constructors, no threads at
-//! load (the sampler starts on the first launch of a limited worker),
-//! nothing printed unless the limiter's state is unusable (one line); the
-//! only library it loads itself is NVML (contexts' memory, utilization).
+//! load (the refresh thread starts on the first launch of a limited
+//! worker), nothing printed unless the limiter's state is unusable (one
+//! line); the only library it loads itself is NVML (contexts' memory).
 
 mod context;
 mod devices;
@@ -25,4 +25,4 @@ mod ffi;
 mod launch;
 mod limits;
 mod memory;
-mod sampler;
+mod refresh;

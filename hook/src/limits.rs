@@ -174,7 +174,7 @@ pub fn view(uuid: &str) -> Option<(u64, u64)> {
     }
 }
 
-// ---- compute (launch.rs, sampler.rs) ----------------------------------------------
+// ---- compute (launch.rs, refresh.rs) ----------------------------------------------
 
 /// What the limiter said about a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,39 +214,4 @@ pub fn launch(slot: usize, tokens: u64) -> Gate {
 /// This process's worker's compute limit and gain on a device slot.
 pub fn steer(slot: usize) -> Option<shm::Steer> {
     shm::steer_of(pid(), slot)
-}
-
-/// Take or keep the sampler's lease of a device slot.
-pub fn sampler_lease(slot: usize) -> bool {
-    shm::try_sampler_lease(slot).unwrap_or(false)
-}
-
-/// Host-visible pid → worker of the processes the limiter knows on a device.
-pub fn workers_on(uuid: &str) -> Vec<(u32, String)> {
-    shm::processes()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| p.device_uuid == uuid && !p.worker.is_empty())
-        .map(|p| (p.pid as u32, p.worker))
-        .collect()
-}
-
-/// The compute limits set on a device: (worker, percent).
-pub fn compute_limits(uuid: &str) -> Vec<(String, u64)> {
-    shm::limits()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.device_uuid == uuid)
-        .filter_map(|e| Some((e.worker, e.compute_percent? as u64)))
-        .collect()
-}
-
-/// A worker's gain on a device and whether its bucket is full (idle).
-pub fn gain(worker: &str, uuid: &str) -> Option<(u64, bool)> {
-    shm::gain_of(worker, uuid).ok().flatten()
-}
-
-/// Store the sampler's correction of a worker's rate on a device.
-pub fn set_gain(worker: &str, uuid: &str, gain: u64) {
-    let _ = shm::set_gain(worker, uuid, gain);
 }

@@ -238,13 +238,16 @@ extern "C" {
 
 /*
  Idempotent; fails only when the configuration names no usable vendor
- (the reason is logged). A vendor with no devices is fine.
+ (the reason is logged). A vendor with no devices is fine. Starts the
+ host's compute sampler where the vendor measures per-process
+ utilization (docs/compute.md).
  */
 enum AccelResult AccelInit(void);
 
 /*
- Idempotent. The vendor stays loaded (the driver is released at process
- exit): calls after shutdown keep working, as ABI-v2.md requires.
+ Idempotent: stops and joins the compute sampler. The vendor stays
+ loaded (the driver is released at process exit): calls after shutdown
+ keep working, as ABI-v2.md requires.
  */
 enum AccelResult AccelShutdown(void);
 

@@ -9,6 +9,7 @@
 //!   one way to write a `char[N]`, always NUL-terminated.
 //! - pointer and array checks (NULL, zero and huge counts) in one place.
 //! - `alloc_array`/`free_array`: the allocator of the library-allocated style.
+//! - `pin_library`: keep this library loaded for the life of the process.
 
 use crate::log::log_at;
 use accel_common::cabi::panic_error;
@@ -210,6 +211,36 @@ pub unsafe fn owned_slice<'a, T>(p: *mut T, n: usize) -> &'a mut [T] {
         &mut []
     } else {
         std::slice::from_raw_parts_mut(p, n)
+    }
+}
+
+/// Keep this library mapped for the life of the process: a second
+/// reference to itself, opened `RTLD_NODELETE` (found through `dladdr` of
+/// one of its own functions), so a `dlclose` by the host while a thread of
+/// ours runs (the compute sampler) never unmaps running code. Once per
+/// process; a failure is logged and leaves the library as it was.
+pub fn pin_library() {
+    use std::sync::atomic::{AtomicBool, Ordering::AcqRel};
+    static PINNED: AtomicBool = AtomicBool::new(false);
+    if PINNED.swap(true, AcqRel) {
+        return;
+    }
+    // SAFETY: dladdr fills `info` for any address (here, a function of
+    // this library); dli_fname is a NUL-terminated path owned by the
+    // loader, valid while the library is loaded, which it is (we run in
+    // it). dlopen of that path with RTLD_NOLOAD-free flags only adds a
+    // reference to the already-loaded object (no constructors run again).
+    let pinned = unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        libc::dladdr(pin_library as *const libc::c_void, &mut info) != 0
+            && !info.dli_fname.is_null()
+            && !libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NODELETE).is_null()
+    };
+    if !pinned {
+        log_at!(
+            Warn,
+            "cannot pin the library in memory: a dlclose while its sampler runs is unsafe"
+        );
     }
 }
 

@@ -2,10 +2,13 @@
 
 use super::discovery::Dev;
 use super::{ffi, handle, Driver, NvError};
-use crate::vendor::{ExtendedMetrics, Metrics, ProcessCompute, ProcessMemory, ProcessQuery};
-use accel_common::Res;
+use crate::vendor::{
+    ExtendedMetrics, Metrics, ProcessCompute, ProcessMemory, ProcessQuery, UtilizationSample,
+};
+use accel_common::{Error, Res};
 use nvml_wrapper::enum_wrappers::device::{PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -282,4 +285,29 @@ pub(crate) fn process_memory(
         }
     }
     Ok(out)
+}
+
+/// `nvmlDeviceGetProcessUtilization` newer than `since` (µs); NVML's
+/// NOT_FOUND (no sample newer) is an empty list.
+pub(crate) fn process_utilization(
+    drv: &Driver,
+    dev: &Dev,
+    since: u64,
+) -> Res<Vec<UtilizationSample>> {
+    match handle(drv, dev)?.process_utilization_stats(since) {
+        Ok(samples) => Ok(samples
+            .into_iter()
+            .map(|s| UtilizationSample {
+                pid: s.pid,
+                sm_percent: s.sm_util,
+                timestamp: s.timestamp,
+            })
+            .collect()),
+        Err(NvmlError::NotFound) => Ok(Vec::new()),
+        Err(NvmlError::NotSupported) => Err(Error::NotSupported(format!(
+            "nvmlDeviceGetProcessUtilization on {}",
+            dev.info.uuid
+        ))),
+        Err(e) => Err(NvError::nvml("nvmlDeviceGetProcessUtilization", e).into()),
+    }
 }

@@ -233,6 +233,11 @@ impl Vendor for Nvidia {
         with_driver(|drv| mig::metrics(drv, &self.devs, uuid))
     }
 
+    fn process_utilization(&self, device_uuid: &str, since: u64) -> Res<Vec<UtilizationSample>> {
+        let (_, dev) = self.by_uuid(device_uuid)?;
+        with_driver(|drv| metrics::process_utilization(drv, dev, since))
+    }
+
     /// The driver's user-space libraries in the directory NVML was loaded
     /// from (what nvidia-container-toolkit mounts for compute and utility).
     fn mount_libs(&self) -> Res<Vec<Mount>> {

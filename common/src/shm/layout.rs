@@ -10,7 +10,7 @@
 //! | header | 4 KiB | magic `ACCLIMIT`, layout version, total size, private flag, slots ever claimed, the worker's id |
 //! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
 //! | devices | 64 × 128 B | device UUIDs (`devices.rs`) |
-//! | worker × device | 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT), rate gain, last measurement |
+//! | worker × device | 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT) |
 //! | processes | 2,048 × 1,600 B | state word (pid), start time, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
 //!
 //! Limits and freeze state are not here (the worker's clients write this
@@ -64,11 +64,6 @@ pub(super) struct WorkerDevice {
 pub(super) struct Bucket {
     /// Theoretical arrival time, 1/16 ns since boot.
     pub(super) tat: AtomicU64,
-    /// The sampler's correction of the refill rate (`steer.rs`), in
-    /// 1/`GAIN_ONE`; 0 = never corrected (1.0).
-    pub(super) gain: AtomicU64,
-    /// When the sampler last measured this worker here (ms since boot); 0 = never.
-    pub(super) measured_ms: AtomicU64,
 }
 
 #[repr(C, align(64))]

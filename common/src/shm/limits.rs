@@ -17,14 +17,15 @@
 //! | header | 4 KiB | magic `ACCLIMS`, version, size, generation |
 //! | devices | 64 × 128 B | device UUIDs the host named |
 //! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time |
-//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze) |
+//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's gain and last measurement (`steer.rs`) |
 //!
 //! Names are appended under the state directory's lock (`statedir::lock_dir`)
 //! and never removed, so an index found for a name stays that name's; each
 //! new name bumps the generation. A client keeps, per device slot of its
 //! books, a pointer to the row it found (`ROW`): the hot path loads it and
-//! the row's line (read-mostly: it changes only when the host sets a limit
-//! or freezes). A slot whose worker or device has no row yet points at a
+//! the row's line (read-mostly: it changes when the host sets a limit or
+//! freezes, and when the host's compute sampler stores a worker's gain, at
+//! most every 100 ms). A slot whose worker or device has no row yet points at a
 //! placeholder in the process (`UNLIMITED`, or `FROZEN` for a frozen
 //! worker), valid while the generation is the one it was looked up at:
 //! freezing and resuming bump it too.
@@ -35,7 +36,7 @@ use std::sync::atomic::AtomicPtr;
 
 pub(super) const LIMITS_NAME: &str = "limits.shm";
 const LIMITS_MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMS\0");
-const LIMITS_VERSION: u64 = 1;
+const LIMITS_VERSION: u64 = 2;
 
 #[repr(C, align(4096))]
 pub(super) struct LimitsHeader {
@@ -65,6 +66,12 @@ pub(super) struct Row {
     /// its rows), [`MEM_BIT`] / [`CU_BIT`] while AutoFreeze holds that
     /// resource here: one load tells a check whether to block.
     pub(super) blocked: AtomicU64,
+    /// The host sampler's correction of the compute refill rate
+    /// (`steer.rs`), in 1/`GAIN_ONE`; 0 = never corrected (1.0).
+    pub(super) gain: AtomicU64,
+    /// When the host sampler last measured the worker here (ms since
+    /// boot); 0 = never.
+    pub(super) measured_ms: AtomicU64,
 }
 
 pub(super) const FROZEN_BIT: u64 = 1;
@@ -77,6 +84,8 @@ impl Row {
             mem_limit: AtomicU64::new(0),
             cu_limit: AtomicU64::new(0),
             blocked: AtomicU64::new(blocked),
+            gain: AtomicU64::new(0),
+            measured_ms: AtomicU64::new(0),
         }
     }
 
@@ -368,6 +377,21 @@ pub(super) fn set_running(worker: &str, now_ms: u64) -> Res<Option<&'static Limi
         lim.header.generation.fetch_add(1, AcqRel);
         Ok(Some(wk))
     })
+}
+
+/// The host's row of `worker` on `uuid`, if the host named both (the
+/// sampler's writes: no directory lock, the sampler alone writes its words).
+pub(super) fn host_row_of(worker: &str, uuid: &str) -> Res<Option<&'static Row>> {
+    let lim = host()?;
+    Ok(
+        match (
+            find_ready(&lim.workers, |k| &k.key, worker),
+            find_ready(&lim.devices, |k| k, uuid),
+        ) {
+            (Some(w), Some(d)) => Some(&lim.rows[w][d]),
+            _ => None,
+        },
+    )
 }
 
 /// The host's entry of `worker`, if named.

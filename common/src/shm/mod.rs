@@ -44,7 +44,8 @@
 //! - `compute`: the token bucket;
 //! - `limits`: the host-owned limits file (limits, freezing), read-only to clients;
 //! - `freeze`: FreezeWorker, AutoFreeze;
-//! - `steer`: the measured correction of the compute refill rate, the sampler's lease;
+//! - `steer`: the measured correction of the compute refill rate (in the limits
+//!   file), its controller, the host sampler's lease;
 //! - `reports`: hard limits and per-process usage for libaccelerator;
 //! - `snapshot`: the host's reads, from a `pread` copy (never a mapping).
 //!
@@ -82,7 +83,8 @@ pub use reports::{
     set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 pub use steer::{
-    gain_of, set_gain, steer_of, try_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
+    drop_sampler_lease, gain_of, next_gain, set_gain, steady_utilization, steer_of,
+    take_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
 pub use workers::{books_path, worker_dir};
 

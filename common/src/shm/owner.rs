@@ -254,11 +254,6 @@ pub(super) fn users_lock() -> u64 {
     (SIZE + MAX_PROCS + 1) as u64
 }
 
-/// Lock byte of device slot `d`'s compute sampler (`steer.rs`).
-pub(super) fn sampler_lock(d: usize) -> u64 {
-    (SIZE + MAX_PROCS + 2 + d) as u64
-}
-
 /// This process's pid namespace: the inode of `/proc/self/ns/pid`, unique
 /// on the node while the namespace lives (0 when /proc cannot say).
 pub(super) fn pid_ns() -> u64 {

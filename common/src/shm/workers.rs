@@ -19,8 +19,10 @@
 //! (`process::private_worker`: "the limit binds it and no other process"),
 //! whose header says so. A forked child opens its own again (it may be
 //! another worker). Calls about another process (`AddWorkerProcess`, a check
-//! naming another pid) and about another worker (its usage, the sampler's
-//! gain) map that worker's books for the one call ([`Books::Lent`]).
+//! naming another pid) and about another worker (its usage) map that
+//! worker's books for the one call ([`Books::Lent`]), and run fenced
+//! ([`Books::with`], `map::fenced`): a process of that worker may truncate
+//! them in that instant, and the fault must not kill the caller.
 //!
 //! The host side reads every worker's books for its reports ([`each`]), each
 //! from a `pread` copy checked on its own: a file that is missing, cut

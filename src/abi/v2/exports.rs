@@ -13,7 +13,9 @@ use crate::vendor::Vendor;
 use libc::{c_char, pid_t};
 
 /// Idempotent; fails only when the configuration names no usable vendor
-/// (the reason is logged). A vendor with no devices is fine.
+/// (the reason is logged). A vendor with no devices is fine. Starts the
+/// host's compute sampler where the vendor measures per-process
+/// utilization (docs/compute.md).
 #[no_mangle]
 pub extern "C" fn AccelInit() -> AccelResult {
     call("AccelInit", || {
@@ -21,11 +23,15 @@ pub extern "C" fn AccelInit() -> AccelResult {
     })
 }
 
-/// Idempotent. The vendor stays loaded (the driver is released at process
-/// exit): calls after shutdown keep working, as ABI-v2.md requires.
+/// Idempotent: stops and joins the compute sampler. The vendor stays
+/// loaded (the driver is released at process exit): calls after shutdown
+/// keep working, as ABI-v2.md requires.
 #[no_mangle]
 pub extern "C" fn AccelShutdown() -> AccelResult {
-    call("AccelShutdown", || Ok(()))
+    call("AccelShutdown", || {
+        hypervisor::shutdown();
+        Ok(())
+    })
 }
 
 /// # Safety
