@@ -371,9 +371,8 @@ pub(super) fn ofd_locked(fd: i32, off: u64) -> std::io::Result<bool> {
 /// The exit code of a fenced child that faulted.
 const FAULTED: libc::c_int = 99;
 
-/// Whether [`fenced`] can share this process's memory with its child (None:
-/// not known yet; false: `clone` refused the flags, as valgrind does, and
-/// calls run unfenced).
+/// Whether [`fenced`] can share this process's memory with its child: 0 not
+/// known yet, 1 yes, 2 no ([`fence_probe`]: calls run unfenced).
 static FENCE_WORKS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 struct Job<F, T> {
@@ -468,24 +467,40 @@ fn clone_job<F: FnOnce() -> T, T>(job: &mut Job<F, T>) -> Res<Option<()>> {
     Ok(clean.then_some(()))
 }
 
+/// Whether a fenced child shares this process's memory: it sets a value in
+/// the caller's memory, which only a shared one can. Valgrind aborts the
+/// whole program on such a `clone` (it runs threads and forks only), so
+/// under it (its preload library named in `LD_PRELOAD`) none is tried.
+fn fence_probe() -> bool {
+    let valgrind = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("/vgpreload_"));
+    let shared = !valgrind && {
+        let mut probe = Job {
+            f: Some(|| ()),
+            out: None,
+        };
+        clone_job(&mut probe).is_ok_and(|r| r.is_some()) && probe.out.is_some()
+    };
+    if !shared {
+        eprintln!(
+            "accelerator: calls into other workers' limiter books run unfenced in this process ({}): a truncation in that instant would be a SIGBUS here",
+            if valgrind { "under valgrind" } else { "clone(CLONE_VM) refused" }
+        );
+    }
+    shared
+}
+
 /// Run `f` so that a fault on a mapping it touches cannot kill this
 /// process: another worker's books, mapped for one call ([`Lent`]), can be
 /// truncated by that worker's processes at any instant, and a load past
 /// the end is a SIGBUS, which in the host side (the hypervisor) would kill
 /// it. `f` runs in a child task sharing this process's memory and
 /// descriptors while this thread waits; a fault ends the child alone, and
-/// the call is refused. Where `clone` refuses to share the memory (valgrind
-/// runs such a child as a fork), `f` runs here, unfenced.
+/// the call is refused. Where no such child can run ([`fence_probe`]:
+/// valgrind, a seccomp filter), `f` runs here, unfenced, said once on stderr.
 pub(super) fn fenced<T>(f: impl FnOnce() -> Res<T>) -> Res<T> {
     use std::sync::atomic::Ordering::Relaxed;
     if FENCE_WORKS.load(Relaxed) == 0 {
-        // A child that shares the memory sets the flag in ours.
-        let mut probe = Job {
-            f: Some(|| ()),
-            out: None,
-        };
-        let shared = clone_job(&mut probe).is_ok_and(|r| r.is_some()) && probe.out.is_some();
-        FENCE_WORKS.store(if shared { 1 } else { 2 }, Relaxed);
+        FENCE_WORKS.store(if fence_probe() { 1 } else { 2 }, Relaxed);
     }
     if FENCE_WORKS.load(Relaxed) != 1 {
         return f();
