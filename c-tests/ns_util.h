@@ -27,8 +27,9 @@ static pid_t child_of(pid_t parent) {
       buf[n] = 0;
       char *pp = strstr(buf, "\nPPid:");
       if (pp && atoi(pp + 6) == parent) {
+        pid_t child = (pid_t)atoi(e->d_name); /* before closedir frees `e` */
         closedir(d);
-        return (pid_t)atoi(e->d_name);
+        return child;
       }
     }
     if (d)
