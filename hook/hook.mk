@@ -47,6 +47,15 @@ hook-test: $(HOOK_TEST_DEPS)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
 	  unshare --pid --fork --mount-proc $(HOOK_BIN)/test_hook $(HOOK_TEST_ARGS)
 
+# The same under valgrind (memcheck): test_hook and every app it starts
+# (not `unshare`, whose apps run natively), in quick mode.
+.PHONY: hook-valgrind
+hook-valgrind: $(HOOK_TEST_DEPS)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 $(HOOK_TEST_ENV) \
+	  $(VALGRIND) --trace-children=yes --trace-children-skip='*/unshare,*/sh,*/true' \
+	  $(HOOK_BIN)/test_hook $(HOOK_TEST_ARGS)
+VALGRIND_EXTRA += hook-valgrind
+
 hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
 	  $(HOOK_BIN)/bench_hook $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO))

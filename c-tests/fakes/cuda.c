@@ -156,7 +156,11 @@ int fake_cuda_state(int pid) {
  * total), every free gives them back, and a context reserves device
  * memory while it exists (FAKE_CUDA_CTX_RESERVE, default 64 MiB, read at each
  * creation; a primary context from its first retain to its last release or
- * reset), as a driver's does. Device 0 is the fake NVML's
+ * reset), as a driver's does. Destroying a context (a primary one: its last
+ * release, or a reset) frees what is still allocated in it, as the driver
+ * does; stream-ordered allocations come from a device's memory pool
+ * (cuMemPoolCreate, cuDeviceGet[Default]MemPool, cuDeviceSetMemPool) and
+ * are taken from the pool's device, outliving contexts. Device 0 is the fake NVML's
  * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
  * vendor apply to it; device 1 has no NVML twin.
  *
@@ -260,6 +264,7 @@ static struct {
   unsigned long long key, bytes;
   int dev, kind;
   unsigned char *host;
+  CUcontext ctx; /* freed with this context (NULL: outlives contexts) */
 } blk[MAXBLK];
 static int nblk;
 
@@ -313,10 +318,10 @@ unsigned long long fake_cuda_used_on(const char *uuid) {
   return n;
 }
 
-/* Take `bytes` on `dev` for a new object of `kind`; its key in *key (a new
- * address, or *key itself when `given`). */
-static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned long long *key,
-                        int given) {
+/* Take `bytes` on `dev` for a new object of `kind`, freed with context `in`
+ * (NULL: none); its key in *key (a new address, or *key itself when `given`). */
+static CUresult take_in(int dev, unsigned long long bytes, int kind, unsigned long long *key,
+                        int given, CUcontext in) {
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&mu);
   allocations++;
@@ -334,14 +339,33 @@ static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned lo
     blk[nblk].dev = dev;
     blk[nblk].kind = kind;
     blk[nblk].host = NULL;
+    blk[nblk].ctx = in;
     nblk++;
     dev_used[dev] += bytes;
   }
   pthread_mutex_unlock(&mu);
   return r;
 }
+static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned long long *key,
+                        int given) {
+  return take_in(dev, bytes, kind, key, given, NULL);
+}
+/* An allocation in the current context: the driver frees it with the context. */
 static CUresult take(int dev, unsigned long long bytes, int kind, unsigned long long *key) {
-  return take_as(dev, bytes, kind, key, 0);
+  return take_in(dev, bytes, kind, key, 0, current);
+}
+/* A context is destroyed: so is everything still allocated in it. */
+static void free_context(CUcontext c) {
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nblk;)
+    if (blk[i].ctx == c) {
+      dev_used[blk[i].dev] -= blk[i].bytes;
+      free(blk[i].host);
+      blk[i] = blk[--nblk];
+    } else {
+      i++;
+    }
+  pthread_mutex_unlock(&mu);
 }
 static CUresult give(unsigned long long key, int kind) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -470,6 +494,7 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
   CUresult r = ctx_reserve() ? give((uintptr_t)c, K_CTX) : CUDA_SUCCESS;
   if (r != CUDA_SUCCESS)
     return CUDA_ERROR_INVALID_CONTEXT;
+  free_context(c);
   if (current == c)
     current = NULL;
   free(c);
@@ -500,6 +525,7 @@ static CUresult primary_end(CUdevice d, int all) {
   primary_refs[d] = all ? 0 : primary_refs[d] - 1;
   if (primary_refs[d] == 0) {
     give((uintptr_t)&primary[d], K_CTX);
+    free_context(&primary[d]);
     if (current == &primary[d])
       current = NULL;
   }
@@ -570,6 +596,122 @@ static CUresult alloc_ptr(const char *fn, CUdeviceptr *p, unsigned long long byt
   CUresult r = current_dev(&dev);
   return r != CUDA_SUCCESS ? r : take(dev, bytes, K_PTR, p);
 }
+/* ---- memory pools: one default pool per device, and created ones. Pools
+ * belong to their device, not to a context: what a stream-ordered
+ * allocation takes outlives the context it was made from. ---- */
+struct CUpool_st { int dev; };
+typedef struct {
+  unsigned allocType, handleTypes;
+  CUmemLocation location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps; /* cuda.h, CUDA 12 */
+static struct CUpool_st default_pool[NDEV] = {{0}, {1}};
+static struct CUpool_st *device_pool[NDEV] = {&default_pool[0], &default_pool[1]};
+#define MAXPOOL 64
+static struct CUpool_st *pools[MAXPOOL];
+/* The device of a pool this driver made, -1 for anything else. */
+static int pool_dev(CUmemoryPool pool) {
+  int dev = -1;
+  pthread_mutex_lock(&mu);
+  for (int d = 0; d < NDEV; d++)
+    if (pool == &default_pool[d])
+      dev = d;
+  for (int i = 0; i < MAXPOOL; i++)
+    if (pools[i] && pool == pools[i])
+      dev = pools[i]->dev;
+  pthread_mutex_unlock(&mu);
+  return dev;
+}
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+  count(__func__);
+  if (!initialised)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (!pool || !props || props->allocType != 1 /* PINNED */ ||
+      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id < 0 ||
+      props->location.id >= ndev())
+    return CUDA_ERROR_INVALID_VALUE;
+  struct CUpool_st *p = malloc(sizeof *p);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  p->dev = props->location.id;
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAXPOOL; i++)
+    if (!pools[i]) {
+      pools[i] = p;
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  if (r != CUDA_SUCCESS)
+    free(p);
+  else
+    *pool = p;
+  return r;
+}
+/* What the pool still holds is released when its allocations are freed. */
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  count(__func__);
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < MAXPOOL; i++)
+    if (pools[i] && pool == pools[i]) {
+      for (int d = 0; d < NDEV; d++)
+        if (device_pool[d] == pools[i])
+          device_pool[d] = &default_pool[d];
+      free(pools[i]);
+      pools[i] = NULL;
+      r = CUDA_SUCCESS;
+    }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
+  count(__func__);
+  CUresult r = device_call(pool, d);
+  if (r == CUDA_SUCCESS)
+    *pool = &default_pool[d];
+  return r;
+}
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d) {
+  count(__func__);
+  CUresult r = device_call(pool, d);
+  if (r == CUDA_SUCCESS) {
+    pthread_mutex_lock(&mu);
+    *pool = device_pool[d];
+    pthread_mutex_unlock(&mu);
+  }
+  return r;
+}
+CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) {
+  count(__func__);
+  CUresult r = device_call(&pool, d);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (pool_dev(pool) != d)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  device_pool[d] = pool;
+  pthread_mutex_unlock(&mu);
+  return CUDA_SUCCESS;
+}
+/* A stream-ordered allocation from `pool` (NULL: the current device's pool). */
+static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long bytes,
+                           CUmemoryPool pool) {
+  int dev;
+  count(fn);
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = current_dev(&dev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (pool && (dev = pool_dev(pool)) < 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  return take_in(dev, bytes, K_PTR, p, 0, NULL);
+}
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return alloc_ptr(__func__, p, n); }
 /* The 32-bit v1 ABI (CUDA < 3.2): 32-bit sizes and pointers. */
 CUresult cuMemAlloc(unsigned *p, unsigned n) {
@@ -588,19 +730,19 @@ CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
 }
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
   (void)s;
-  return alloc_ptr(__func__, p, n);
+  return alloc_pool(__func__, p, n, NULL);
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) {
   (void)s;
-  return alloc_ptr(__func__, p, n);
+  return alloc_pool(__func__, p, n, NULL);
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
   (void)s;
-  return pool ? alloc_ptr(__func__, p, n) : CUDA_ERROR_INVALID_VALUE;
+  return pool ? alloc_pool(__func__, p, n, pool) : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
   (void)s;
-  return pool ? alloc_ptr(__func__, p, n) : CUDA_ERROR_INVALID_VALUE;
+  return pool ? alloc_pool(__func__, p, n, pool) : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned elem) {
   int dev;
@@ -624,7 +766,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
   if (!h || !prop || flags || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
       prop->location.id < 0 || prop->location.id >= NDEV)
     return CUDA_ERROR_INVALID_VALUE;
-  return take(prop->location.id, n, K_HANDLE, h);
+  return take_as(prop->location.id, n, K_HANDLE, h, 0);
 }
 static unsigned long long format_bytes(unsigned f) {
   switch (f) {
@@ -784,6 +926,11 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync, 11020, 0},
     {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync_ptsz, 11020, PT},
     {"cuMemCreate", (void *)cuMemCreate, 10020, 0},
+    {"cuMemPoolCreate", (void *)cuMemPoolCreate, 11020, 0},
+    {"cuMemPoolDestroy", (void *)cuMemPoolDestroy, 11020, 0},
+    {"cuDeviceGetDefaultMemPool", (void *)cuDeviceGetDefaultMemPool, 11020, 0},
+    {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, 11020, 0},
+    {"cuDeviceSetMemPool", (void *)cuDeviceSetMemPool, 11020, 0},
     {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
     {"cuArrayCreate", (void *)cuArrayCreate_v2, 3020, 0},
     {"cuArray3DCreate", (void *)cuArray3DCreate_v2, 3020, 0},

@@ -93,6 +93,12 @@ int main(int argc, char **argv) {
   A.CtxDestroy = get("cuCtxDestroy", VERSION, 0);
   A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain", VERSION, 0);
   A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease", VERSION, 0);
+  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset", VERSION, 0);
+  A.MemPoolCreate = get("cuMemPoolCreate", VERSION, 0);
+  A.MemPoolDestroy = get("cuMemPoolDestroy", VERSION, 0);
+  A.DeviceGetDefaultMemPool = get("cuDeviceGetDefaultMemPool", VERSION, 0);
+  A.DeviceGetMemPool = get("cuDeviceGetMemPool", VERSION, 0);
+  A.DeviceSetMemPool = get("cuDeviceSetMemPool", VERSION, 0);
   A.MemAlloc = get("cuMemAlloc", VERSION, 0);
   A.MemFree = get("cuMemFree", VERSION, 0);
   A.MemGetInfo = get("cuMemGetInfo", VERSION, 0);

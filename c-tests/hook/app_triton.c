@@ -25,6 +25,12 @@ int main(int argc, char **argv) {
   A.CtxDestroy = get("cuCtxDestroy_v2");
   A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain");
   A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease_v2");
+  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset_v2");
+  A.MemPoolCreate = get("cuMemPoolCreate");
+  A.MemPoolDestroy = get("cuMemPoolDestroy");
+  A.DeviceGetDefaultMemPool = get("cuDeviceGetDefaultMemPool");
+  A.DeviceGetMemPool = get("cuDeviceGetMemPool");
+  A.DeviceSetMemPool = get("cuDeviceSetMemPool");
   A.MemAlloc = get("cuMemAlloc_v2");
   A.MemFree = get("cuMemFree_v2");
   A.MemGetInfo = get("cuMemGetInfo_v2");

@@ -18,6 +18,10 @@
  *   context L R        contexts (R bytes each, FAKE_CUDA_CTX_RESERVE) are
  *                      charged while they exist, primary ones once; one
  *                      the limit has no room for fails with OUT_OF_MEMORY
+ *   lifecycle L R      contexts (R bytes each) created and destroyed 100 times;
+ *                      a destroyed context's live allocations are no longer
+ *                      charged; primary contexts retained/released/reset
+ *   pools L            a pool's allocations are charged to the pool's device
  */
 #ifndef HOOK_APP_H
 #define HOOK_APP_H
@@ -46,6 +50,14 @@ typedef struct {
   void *win32HandleMetaData;
   unsigned char allocFlags[8];
 } CUmemAllocationProp;
+typedef struct { /* cuda.h, CUDA 12 */
+  unsigned allocType, handleTypes;
+  struct { unsigned type; int id; } location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
 
 enum {
   CUDA_SUCCESS = 0,
@@ -64,6 +76,12 @@ typedef struct {
   CUresult (*CtxDestroy)(CUcontext);
   CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
   CUresult (*PrimaryCtxRelease)(CUdevice);
+  CUresult (*PrimaryCtxReset)(CUdevice);
+  CUresult (*MemPoolCreate)(CUmemoryPool *, const CUmemPoolProps *);
+  CUresult (*MemPoolDestroy)(CUmemoryPool);
+  CUresult (*DeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
+  CUresult (*DeviceGetMemPool)(CUmemoryPool *, CUdevice);
+  CUresult (*DeviceSetMemPool)(CUdevice, CUmemoryPool);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemGetInfo)(size_t *, size_t *);
@@ -185,7 +203,8 @@ static void scenario_paths(unsigned long long L) {
   CUmemGenericAllocationHandle h, h2;
   CUarray a, a2;
   CUmipmappedArray m, m2;
-  int dummy_pool;
+  CUmemoryPool pool;
+  EXPECT(A.DeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
   CUmemAllocationProp prop = {CU_MEM_ALLOCATION_TYPE_PINNED, 0, {CU_MEM_LOCATION_TYPE_DEVICE, 0},
                               NULL, {0}};
   CUDA_ARRAY_DESCRIPTOR ad = {n / 4, 0, CU_AD_FORMAT_FLOAT, 1};
@@ -199,8 +218,8 @@ static void scenario_paths(unsigned long long L) {
   PATH("cuMemAllocAsync", A.MemAllocAsync(&p, n, NULL), A.MemAllocAsync(&q, n, NULL),
        A.MemFreeAsync(p, NULL));
   CHECK(A.fake_calls(A.async_name) == async_before + 1, "the driver ran %s once", A.async_name);
-  PATH("cuMemAllocFromPoolAsync", A.MemAllocFromPoolAsync(&p, n, &dummy_pool, NULL),
-       A.MemAllocFromPoolAsync(&q, n, &dummy_pool, NULL), A.MemFree(p));
+  PATH("cuMemAllocFromPoolAsync", A.MemAllocFromPoolAsync(&p, n, pool, NULL),
+       A.MemAllocFromPoolAsync(&q, n, pool, NULL), A.MemFree(p));
   PATH("cuMemAllocPitch_v2", A.MemAllocPitch(&p, &pitch, 1000, n / 1024, 4),
        A.MemAllocPitch(&q, &pitch, 1000, n / 1024, 4), A.MemFree(p));
   CHECK(pitch == 1024, "the driver's pitch: %zu", pitch);
@@ -502,6 +521,130 @@ static void scenario_context(unsigned long long L, unsigned long long R) {
   CHECK(driver_used(0) == 0, "the driver holds nothing: %llu", driver_used(0));
 }
 
+/* Contexts come and go (R bytes each, more than the limit holds 100 of):
+ * each destruction gives back its reservation and what was still allocated
+ * in it (the driver frees that with the context); a primary context is
+ * charged once however often it is retained, given back at its last
+ * release, and at once by a reset. */
+static void scenario_lifecycle(unsigned long long L, unsigned long long R) {
+  CUcontext c, x, p, p2;
+  CUdeviceptr keep, left, q, big;
+  CUarray arr;
+  CUDA_ARRAY_DESCRIPTOR ad = {L / 64, 0, CU_AD_FORMAT_FLOAT, 1}; /* L/16 bytes */
+  CHECK(R > 0 && 100 * R > L, "100 contexts' reservations (%llu) exceed the limit", 100 * R);
+  EXPECT(A.CtxCreate(&c, 0, 0), CUDA_SUCCESS);
+  const unsigned long long base = L - R - L / 8;
+  EXPECT(A.MemAlloc(&keep, L / 8), CUDA_SUCCESS);
+  CHECK(info_free() == base, "a context and L/8: free %zu", info_free());
+
+  int failed = 0;
+  for (int i = 0; i < 100; i++) {
+    CUresult r1 = A.CtxCreate(&x, 0, 0), r2 = r1 == CUDA_SUCCESS ? A.CtxDestroy(x) : r1;
+    if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS) {
+      failed++;
+      fprintf(stderr, "context %d: create %d destroy %d\n", i, r1, r2);
+    }
+  }
+  CHECK(failed == 0, "100 contexts created and destroyed, %llu fit the limit: %d failed", L / R,
+        failed);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(info_free() == base, "the worker's usage is back where it was: free %zu", info_free());
+  CHECK(driver_used(0) == R + L / 8, "the driver's too: %llu", driver_used(0));
+
+  /* A context destroyed with allocations still live in it. */
+  EXPECT(A.CtxCreate(&x, 0, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAlloc(&left, L / 4), CUDA_SUCCESS);
+  EXPECT(A.ArrayCreate(&arr, &ad), CUDA_SUCCESS);
+  CHECK(info_free() == base - R - L / 4 - L / 16, "its reservation, L/4 and an array: %zu",
+        info_free());
+  EXPECT(A.CtxDestroy(x), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(driver_used(0) == R + L / 8, "the driver freed them with the context: %llu",
+        driver_used(0));
+  CHECK(info_free() == base, "and they are no longer charged: free %zu", info_free());
+  EXPECT(A.MemAlloc(&big, base), CUDA_SUCCESS);
+  REFUSED(A.MemAlloc(&q, 1));
+  EXPECT(A.MemFree(big), CUDA_SUCCESS);
+  EXPECT(A.MemFree(left), CUDA_ERROR_INVALID_VALUE);
+  EXPECT(A.ArrayDestroy(arr), CUDA_ERROR_INVALID_VALUE);
+  CHECK(info_free() == base, "frees of what went with it change nothing: %zu", info_free());
+
+  /* The primary context: two retains, two releases. */
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRetain(&p2, 0), CUDA_SUCCESS);
+  CHECK(p == p2 && info_free() == base - R, "two retains, one reservation: %zu", info_free());
+  CHECK(driver_used(0) == 2 * R + L / 8, "the driver's too: %llu", driver_used(0));
+  EXPECT(A.CtxSetCurrent(p), CUDA_SUCCESS);
+  EXPECT(A.MemAlloc(&left, L / 4), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  CHECK(info_free() == base - R - L / 4,
+        "one reference left: its reservation and allocation stay: %zu", info_free());
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(info_free() == base, "the last release gives back both: %zu", info_free());
+  CHECK(driver_used(0) == R + L / 8, "the driver's too: %llu", driver_used(0));
+
+  /* A reset: regardless of references. */
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRetain(&p2, 0), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(p), CUDA_SUCCESS);
+  EXPECT(A.MemAlloc(&left, L / 4), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(info_free() == base, "a reset gives everything back at once: %zu", info_free());
+  CHECK(driver_used(0) == R + L / 8, "the driver's too: %llu", driver_used(0));
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  CHECK(info_free() == base - R, "after it a retain is charged anew: %zu", info_free());
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  CHECK(info_free() == base, "and released: %zu", info_free());
+
+  EXPECT(A.MemFree(keep), CUDA_SUCCESS);
+  EXPECT(A.CtxDestroy(c), CUDA_SUCCESS);
+  CHECK(driver_used(0) == 0, "the driver holds nothing: %llu", driver_used(0));
+}
+
+/* cuMemAllocFromPoolAsync takes from the pool's device, whichever device
+ * is current; pools outlive the contexts their allocations came from. */
+static void scenario_pools(unsigned long long L) {
+  CUcontext c0, c1;
+  CUmemoryPool pool1, cur1, got, def0;
+  CUdeviceptr p, q, r;
+  CUmemPoolProps props = {CU_MEM_ALLOCATION_TYPE_PINNED, 0, {CU_MEM_LOCATION_TYPE_DEVICE, 1},
+                          NULL, 0, 0, {0}};
+  EXPECT(A.CtxCreate(&c1, 0, 1), CUDA_SUCCESS);
+  EXPECT(A.CtxCreate(&c0, 0, 0), CUDA_SUCCESS);
+  EXPECT(A.MemPoolCreate(&pool1, &props), CUDA_SUCCESS);
+  unsigned long long used1 = driver_used(1);
+  EXPECT(A.MemAllocFromPoolAsync(&p, 2 * L, pool1, NULL), CUDA_SUCCESS);
+  CHECK(driver_used(1) == used1 + 2 * L, "a created pool of device 1 takes from device 1");
+  CHECK(info_free() == L, "device 0, current, is not charged: free %zu", info_free());
+  /* Device 1's current pool, known to the hook only from cuDeviceGetMemPool. */
+  EXPECT(A.DeviceGetMemPool(&cur1, 1), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&q, 2 * L, cur1, NULL), CUDA_SUCCESS);
+  CHECK(info_free() == L, "device 1's current pool is not device 0's: free %zu", info_free());
+  EXPECT(A.DeviceSetMemPool(1, pool1), CUDA_SUCCESS);
+  EXPECT(A.DeviceGetMemPool(&got, 1), CUDA_SUCCESS);
+  CHECK(got == pool1, "cuDeviceSetMemPool made pool1 device 1's current pool");
+  /* Device 0's default pool from a device-1 context: device 0's limit holds. */
+  EXPECT(A.DeviceGetDefaultMemPool(&def0, 0), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  REFUSED(A.MemAllocFromPoolAsync(&r, L + 1, def0, NULL));
+  EXPECT(A.MemAllocFromPoolAsync(&r, L / 2, def0, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxDestroy(c1), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  CHECK(driver_used(0) == L / 2 && info_free() == L / 2,
+        "device 0's pool took from device 0, and outlived the context (used %llu, free %zu)",
+        driver_used(0), info_free());
+  EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  CHECK(info_free() == L && driver_used(1) == used1, "all given back: free %zu", info_free());
+  EXPECT(A.DeviceSetMemPool(1, cur1), CUDA_SUCCESS);
+  EXPECT(A.MemPoolDestroy(pool1), CUDA_SUCCESS);
+  EXPECT(A.CtxDestroy(c0), CUDA_SUCCESS);
+}
+
 static int app_main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s SCENARIO LIMIT [ARGS]\n", argv[0]);
@@ -532,6 +675,10 @@ static int app_main(int argc, char **argv) {
     scenario_dual(L, argv[3]);
   else if (strcmp(s, "context") == 0 && argc == 4)
     scenario_context(L, strtoull(argv[3], NULL, 0));
+  else if (strcmp(s, "lifecycle") == 0 && argc == 4)
+    scenario_lifecycle(L, strtoull(argv[3], NULL, 0));
+  else if (strcmp(s, "pools") == 0)
+    scenario_pools(L);
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;

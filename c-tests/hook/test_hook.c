@@ -85,7 +85,8 @@ static char *num(char *buf, unsigned long long v) {
 }
 
 static void scenarios(const char *app, const char *liblimiter, int runtime) {
-  static const char *const each[] = {"limit", "paths", "multi", "null", "threads", "fork"};
+  static const char *const each[] = {"limit", "paths", "multi", "null", "threads", "fork",
+                                     "pools"};
   char w[64];
   for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) {
     new_worker(w, sizeof w, app, each[i]);
@@ -95,6 +96,8 @@ static void scenarios(const char *app, const char *liblimiter, int runtime) {
   new_worker(w, sizeof w, app, "context");
   setenv("FAKE_CUDA_CTX_RESERVE", num(reserve, CTX_RESERVE), 1);
   CHECK(run(app, w, "context", reserve, NULL, NULL) == 0, "%s context", app);
+  new_worker(w, sizeof w, app, "lifecycle");
+  CHECK(run(app, w, "lifecycle", reserve, NULL, NULL) == 0, "%s lifecycle", app);
   setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
   if (runtime) {
     new_worker(w, sizeof w, app, "entry");

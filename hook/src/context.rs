@@ -7,6 +7,13 @@
 //! (or a `cuDevicePrimaryCtxReset_v2`). A process that dies gives it back
 //! with the rest of its bytes (the limiter reclaims them).
 //!
+//! A destroyed context takes its live allocations with it (the driver
+//! frees them): [`destroy`] and a primary context's last [`release`] give
+//! those back too (`memory::forget_context`). Primary contexts are counted
+//! the driver's way: each retain takes a reference, each release drops
+//! one, a reset drops them all; the reservation and the allocations go
+//! with the last.
+//!
 //! No driver API reports what a context reserved, and `cuMemGetInfo` needs
 //! a current context, which before a process's first context on a device
 //! does not exist. So the hook reads the device's free memory device-wide
@@ -41,9 +48,16 @@ pub trait Contexts: Driver {
 static CREATING: Mutex<()> = Mutex::new(());
 
 /// Primary contexts: this process's references on each device (retains
-/// minus releases, as the hook saw them).
+/// minus releases, as the hook saw them) and the context's handle.
 const MAX_ORDINALS: usize = 64;
-static PRIMARY: Mutex<[u32; MAX_ORDINALS]> = Mutex::new([0; MAX_ORDINALS]);
+#[derive(Clone, Copy)]
+pub struct Primary {
+    refs: u32,
+    ctx: u64,
+}
+const NO_PRIMARY: Primary = Primary { refs: 0, ctx: 0 };
+type Primaries = Mutex<[Primary; MAX_ORDINALS]>;
+static PRIMARY: Primaries = Mutex::new([NO_PRIMARY; MAX_ORDINALS]);
 
 /// Run the driver's context creation `create` on device `ordinal`, charge
 /// what it reserved under (`kind`, `key()`), or, when the worker's limit
@@ -79,7 +93,7 @@ pub fn create(
     }
     match limits::charge(device.slot, bytes) {
         Verdict::Charged => {
-            memory::remember(kind, key(), device.slot, bytes);
+            memory::remember(kind, key(), device.slot, bytes, 0);
             CUDA_SUCCESS
         }
         Verdict::Refused => {
@@ -94,44 +108,65 @@ fn primary_index(ordinal: i32) -> Option<usize> {
     usize::try_from(ordinal).ok().filter(|&i| i < MAX_ORDINALS)
 }
 
+/// `cuCtxDestroy_v2`: the reservation and the context's live allocations
+/// given back once the driver has destroyed it.
+pub fn destroy(ctx: u64, call: impl FnOnce() -> CuResult) -> CuResult {
+    let r = memory::free(Kind::Context, ctx, call);
+    if r == CUDA_SUCCESS {
+        memory::forget_context(ctx);
+    }
+    r
+}
+
 /// `cuDevicePrimaryCtxRetain`: the process's first reference is charged
-/// ([`create`]); `release` undoes a refused one.
+/// ([`create`]); `handle` reads the context the driver returned; `release`
+/// undoes a refused one.
 pub fn retain(
     drv: &impl Contexts,
     ordinal: i32,
     call: impl FnOnce() -> CuResult,
+    handle: impl FnOnce() -> u64,
     release: impl FnOnce(),
 ) -> CuResult {
     let Some(i) = primary_index(ordinal).filter(|_| limits::active()) else {
         return call();
     };
-    let mut refs = PRIMARY.lock();
-    let r = if refs[i] == 0 {
+    let mut primary = PRIMARY.lock();
+    let p = &mut primary[i];
+    let r = if p.refs == 0 {
         create(drv, ordinal, Kind::Primary, call, || i as u64, release)
     } else {
         call()
     };
     if r == CUDA_SUCCESS {
-        refs[i] += 1;
+        p.refs += 1;
+        p.ctx = handle();
     }
     r
 }
 
 /// `cuDevicePrimaryCtxRelease_v2` (`all`: `cuDevicePrimaryCtxReset_v2`):
-/// the last reference gives the reservation back.
+/// the last reference gives the reservation and the context's live
+/// allocations back.
 pub fn release(ordinal: i32, all: bool, call: impl FnOnce() -> CuResult) -> CuResult {
     let Some(i) = primary_index(ordinal).filter(|_| limits::active()) else {
         return call();
     };
-    let mut refs = PRIMARY.lock();
-    let last = all || refs[i] <= 1;
+    let mut primary = PRIMARY.lock();
+    let p = &mut primary[i];
+    let last = all || p.refs <= 1;
     let r = if last {
         memory::free(Kind::Primary, i as u64, call)
     } else {
         call()
     };
     if r == CUDA_SUCCESS {
-        refs[i] = if last { 0 } else { refs[i] - 1 };
+        if last {
+            memory::forget_context(p.ctx);
+            *p = NO_PRIMARY;
+        } else {
+            p.refs -= 1;
+        }
     }
     r
 }
@@ -143,12 +178,12 @@ pub fn lock_all_for_fork() {
 }
 
 /// The locks, for the fork handlers to release after `fork()`.
-pub fn locks() -> (&'static Mutex<[u32; MAX_ORDINALS]>, &'static Mutex<()>) {
+pub fn locks() -> (&'static Primaries, &'static Mutex<()>) {
     (&PRIMARY, &CREATING)
 }
 
 /// In the child after `fork()` (locks released): it holds no context of
 /// its parent's (a CUDA context does not survive `fork()`).
 pub fn forget_after_fork() {
-    *PRIMARY.lock() = [0; MAX_ORDINALS];
+    *PRIMARY.lock() = [NO_PRIMARY; MAX_ORDINALS];
 }

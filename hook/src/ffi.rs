@@ -60,8 +60,11 @@ const CUDA_ERROR_NOT_INITIALIZED: CuResult = 3;
 const CUDA_ERROR_UNKNOWN: CuResult = 999;
 const NVML_ERROR_UNINITIALIZED: NvmlReturn = 1;
 const NVML_SUCCESS: NvmlReturn = 0;
-/// `CUmemLocationType`: CU_MEM_LOCATION_TYPE_DEVICE.
+/// `CUmemLocationType` (cuda.h): DEVICE = 1; HOST = 2, HOST_NUMA = 3 and
+/// HOST_NUMA_CURRENT = 4 are host memory.
 const CU_MEM_LOCATION_TYPE_DEVICE: c_uint = 1;
+const CU_MEM_LOCATION_TYPE_HOST: c_uint = 2;
+const CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: c_uint = 4;
 
 /// `CUDA_ARRAY_DESCRIPTOR` (cuda.h).
 #[repr(C)]
@@ -95,6 +98,15 @@ pub struct MemLocation {
 pub struct MemAllocationProp {
     kind: c_uint,
     requested_handle_types: c_uint,
+    location: MemLocation,
+}
+
+/// `CUmemPoolProps` (cuda.h: allocType, handleTypes, location, ...), up to
+/// the fields the hook reads.
+#[repr(C)]
+pub struct MemPoolProps {
+    alloc_type: c_uint,
+    handle_types: c_uint,
     location: MemLocation,
 }
 
@@ -331,7 +343,14 @@ table!(Cu, CUDA_HOOKS {
         => cuDevicePrimaryCtxRelease_v2 as *const c_void,
     PrimaryCtxResetV2 = c"cuDevicePrimaryCtxReset_v2"
         => cuDevicePrimaryCtxReset_v2 as *const c_void,
+    MemPoolCreate = c"cuMemPoolCreate" => cuMemPoolCreate as *const c_void,
+    MemPoolDestroy = c"cuMemPoolDestroy" => cuMemPoolDestroy as *const c_void,
+    DeviceGetDefaultMemPool = c"cuDeviceGetDefaultMemPool"
+        => cuDeviceGetDefaultMemPool as *const c_void,
+    DeviceGetMemPool = c"cuDeviceGetMemPool" => cuDeviceGetMemPool as *const c_void,
+    DeviceSetMemPool = c"cuDeviceSetMemPool" => cuDeviceSetMemPool as *const c_void,
     CtxGetDevice = c"cuCtxGetDevice" => NONE,
+    CtxGetCurrent = c"cuCtxGetCurrent" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
 });
@@ -441,11 +460,13 @@ extern "C" fn before_fork() {
 }
 
 extern "C" fn after_fork_parent() {
-    // SAFETY (all three): `before_fork` locked them on this thread and
+    // SAFETY (all of them): `before_fork` locked them on this thread and
     // forgot the guards; nothing else can hold them.
-    for s in memory::shards() {
+    let (shards, pools) = memory::fork_locks();
+    for s in shards {
         unsafe { s.force_unlock() };
     }
+    unsafe { pools.force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -482,6 +503,21 @@ impl Driver for Cuda {
         // SAFETY: cuCtxGetDevice(CUdevice*) with a valid out-pointer.
         let r = unsafe { CUDA.real::<F>(Cu::CtxGetDevice as usize)?(&mut d) };
         (r == CUDA_SUCCESS).then_some(d)
+    }
+
+    fn current_context(&self) -> u64 {
+        type F = unsafe extern "C" fn(*mut CUcontext) -> CuResult;
+        let mut c: CUcontext = std::ptr::null_mut();
+        // SAFETY: cuCtxGetCurrent(CUcontext*) with a valid out-pointer.
+        let r = unsafe {
+            CUDA.real::<F>(Cu::CtxGetCurrent as usize)
+                .map(|f| f(&mut c))
+        };
+        if r == Some(CUDA_SUCCESS) {
+            c as u64
+        } else {
+            0
+        }
     }
 
     fn uuid(&self, ordinal: i32) -> Option<[u8; 16]> {
@@ -618,7 +654,7 @@ fn handle_key(h: *mut c_void) -> u64 {
 
 /// The allocations that return a device pointer and take its size second.
 macro_rules! pointer_alloc {
-    ($name:ident, $id:expr $(, $arg:ident: $t:ty)*) => {
+    ($name:ident, $id:expr, $target:expr $(, $arg:ident: $t:ty)*) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name(dptr: *mut CUdeviceptr, bytesize: usize $(, $arg: $t)*)
             -> CuResult {
@@ -627,20 +663,56 @@ macro_rules! pointer_alloc {
             if dptr.is_null() {
                 return real(dptr, bytesize $(, $arg)*);
             }
-            allocate_into(Target::Current, Kind::Pointer, bytesize as u64, dptr, |p| p, || {
+            allocate_into($target, Kind::Pointer, bytesize as u64, dptr, |p| p, || {
                 real(dptr, bytesize $(, $arg)*)
             })
         }
     };
 }
 
-pointer_alloc!(cuMemAlloc_v2, Cu::MemAllocV2);
-pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, flags: c_uint);
-pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, stream: CUstream);
-pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, stream: CUstream);
-pointer_alloc!(cuMemAllocFromPoolAsync, Cu::MemAllocFromPoolAsync, pool: CUmemoryPool, stream: CUstream);
-pointer_alloc!(cuMemAllocFromPoolAsync_ptsz, Cu::MemAllocFromPoolAsyncPtsz,
-               pool: CUmemoryPool, stream: CUstream);
+pointer_alloc!(cuMemAlloc_v2, Cu::MemAllocV2, Target::Context);
+pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, Target::Context, flags: c_uint);
+// Stream-ordered: from the current pool of the stream's device.
+pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, Target::Current, stream: CUstream);
+pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, Target::Current, stream: CUstream);
+
+/// The allocations from a pool: charged to the pool's device; a pool in
+/// host memory takes no device memory (see `memory.rs`, pools).
+macro_rules! pool_alloc {
+    ($name:ident, $id:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut CUdeviceptr,
+            bytesize: usize,
+            pool: CUmemoryPool,
+            stream: CUstream,
+        ) -> CuResult {
+            type F =
+                unsafe extern "C" fn(*mut CUdeviceptr, usize, CUmemoryPool, CUstream) -> CuResult;
+            let real = real_or_return!($id, F);
+            let place = boundary(None, || memory::pool_place(pool as u64));
+            let target = match place {
+                Some(memory::Place::Device(o)) => Target::Ordinal(o),
+                Some(memory::Place::Host) => return real(dptr, bytesize, pool, stream),
+                None => Target::Current,
+            };
+            if dptr.is_null() {
+                return real(dptr, bytesize, pool, stream);
+            }
+            allocate_into(
+                target,
+                Kind::Pointer,
+                bytesize as u64,
+                dptr,
+                |p| p,
+                || real(dptr, bytesize, pool, stream),
+            )
+        }
+    };
+}
+
+pool_alloc!(cuMemAllocFromPoolAsync, Cu::MemAllocFromPoolAsync);
+pool_alloc!(cuMemAllocFromPoolAsync_ptsz, Cu::MemAllocFromPoolAsyncPtsz);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocPitch_v2(
@@ -657,7 +729,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     }
     let bound = memory::pitch_bound(WidthInBytes as u64, Height as u64);
     boundary(CUDA_ERROR_UNKNOWN, || {
-        memory::allocate(&Cuda, Target::Current, Kind::Pointer, bound, || {
+        memory::allocate(&Cuda, Target::Context, Kind::Pointer, bound, || {
             let result = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
             let taken = (*pPitch as u64).saturating_mul(Height as u64);
             Allocated {
@@ -712,7 +784,7 @@ pub unsafe extern "C" fn cuArrayCreate_v2(
     let d = &*pAllocateArray;
     let bytes = memory::array_bytes(d.width as u64, d.height as u64, 0, d.format, d.channels);
     allocate_into(
-        Target::Current,
+        Target::Context,
         Kind::Array,
         bytes,
         pHandle,
@@ -740,7 +812,7 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
         d.channels,
     );
     allocate_into(
-        Target::Current,
+        Target::Context,
         Kind::Array,
         bytes,
         pHandle,
@@ -771,7 +843,7 @@ pub unsafe extern "C" fn cuMipmappedArrayCreate(
         numMipmapLevels,
     );
     allocate_into(
-        Target::Current,
+        Target::Context,
         Kind::Mipmapped,
         bytes,
         pHandle,
@@ -877,7 +949,14 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
     new_context(pctx, dev, || real(pctx, ctxCreateParams, flags, dev))
 }
 
-release!(cuCtxDestroy_v2, Cu::CtxDestroyV2, Kind::Context, ctx: CUcontext);
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CuResult {
+    type F = unsafe extern "C" fn(CUcontext) -> CuResult;
+    let real = real_or_return!(Cu::CtxDestroyV2, F);
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        context::destroy(ctx as u64, || real(ctx))
+    })
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CuResult {
@@ -892,6 +971,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
             &Cuda,
             dev,
             || real(pctx, dev),
+            || *pctx as u64,
             || {
                 if let Some(release) = CUDA.real::<Release>(Cu::PrimaryCtxReleaseV2 as usize) {
                     release(dev);
@@ -917,6 +997,81 @@ macro_rules! primary_end {
 
 primary_end!(cuDevicePrimaryCtxRelease_v2, Cu::PrimaryCtxReleaseV2, false);
 primary_end!(cuDevicePrimaryCtxReset_v2, Cu::PrimaryCtxResetV2, true);
+
+// ---- memory pools: where each allocates -------------------------------------------------
+
+/// Where `location` puts memory, if it says.
+fn place_of(location: &MemLocation) -> Option<memory::Place> {
+    match location.kind {
+        CU_MEM_LOCATION_TYPE_DEVICE => Some(memory::Place::Device(location.id)),
+        CU_MEM_LOCATION_TYPE_HOST..=CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT => {
+            Some(memory::Place::Host)
+        }
+        _ => None,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemPoolCreate(
+    pool: *mut CUmemoryPool,
+    poolProps: *const MemPoolProps,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUmemoryPool, *const MemPoolProps) -> CuResult;
+    let real = real_or_return!(Cu::MemPoolCreate, F);
+    let r = real(pool, poolProps);
+    if r == CUDA_SUCCESS && !pool.is_null() && !poolProps.is_null() {
+        if let Some(place) = place_of(&(*poolProps).location) {
+            boundary((), || memory::pool_at(*pool as u64, place));
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemPoolDestroy(pool: CUmemoryPool) -> CuResult {
+    type F = unsafe extern "C" fn(CUmemoryPool) -> CuResult;
+    let real = real_or_return!(Cu::MemPoolDestroy, F);
+    let r = real(pool);
+    if r == CUDA_SUCCESS {
+        boundary((), || memory::pool_gone(pool as u64));
+    }
+    r
+}
+
+/// `cuDeviceGetDefaultMemPool` and `cuDeviceGetMemPool`: a pool of `dev`.
+macro_rules! device_pool {
+    ($name:ident, $id:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(pool: *mut CUmemoryPool, dev: CUdevice) -> CuResult {
+            type F = unsafe extern "C" fn(*mut CUmemoryPool, CUdevice) -> CuResult;
+            let real = real_or_return!($id, F);
+            let r = real(pool, dev);
+            if r == CUDA_SUCCESS && !pool.is_null() {
+                boundary((), || {
+                    memory::pool_at(*pool as u64, memory::Place::Device(dev))
+                });
+            }
+            r
+        }
+    };
+}
+
+device_pool!(cuDeviceGetDefaultMemPool, Cu::DeviceGetDefaultMemPool);
+device_pool!(cuDeviceGetMemPool, Cu::DeviceGetMemPool);
+
+/// The driver accepts only a pool of `dev` itself.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -> CuResult {
+    type F = unsafe extern "C" fn(CUdevice, CUmemoryPool) -> CuResult;
+    let real = real_or_return!(Cu::DeviceSetMemPool, F);
+    let r = real(dev, pool);
+    if r == CUDA_SUCCESS {
+        boundary((), || {
+            memory::pool_at(pool as u64, memory::Place::Device(dev))
+        });
+    }
+    r
+}
 
 // ---- the virtualized view -------------------------------------------------------------
 

@@ -14,6 +14,23 @@
 //! threads freeing different addresses rarely meet. After `fork()` the
 //! child starts with no records: it holds no device memory of its own, and
 //! its parent's frees stay the parent's.
+//!
+//! A context's own allocations (`cuMemAlloc_v2`, `cuMemAllocPitch_v2`,
+//! `cuMemAllocManaged`, arrays) die with it: the driver frees whatever is
+//! still live in a context when it is destroyed (`cuCtxDestroy_v2`, a
+//! primary context's last release or its reset). Their records carry the
+//! context they were made in, and [`forget_context`] gives them back then.
+//! Stream-ordered allocations come from a memory pool, which belongs to a
+//! device, not to a context; `cuMemCreate`'s physical memory names its
+//! device too: neither is tied to a context.
+//!
+//! Pools: `cuMemAllocFromPoolAsync` takes its bytes from the pool's
+//! device, whatever the current one is. No driver call says where a pool
+//! is (`cuMemPoolGetAttribute` has no location), so the hook remembers it
+//! from where the process got the pool ([`pool_at`]: `cuMemPoolCreate`'s
+//! properties, `cuDeviceGetDefaultMemPool`/`cuDeviceGetMemPool`/
+//! `cuDeviceSetMemPool`'s device). A pool it never saw (imported from
+//! another process) is charged to the current device.
 
 use crate::devices::{self, Device};
 use crate::limits::{self, Verdict};
@@ -29,6 +46,8 @@ pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
 pub trait Driver {
     /// The device of the calling thread's current context.
     fn current_device(&self) -> Option<i32>;
+    /// The calling thread's current context (0: none).
+    fn current_context(&self) -> u64;
     /// The 16 UUID bytes of a device.
     fn uuid(&self, ordinal: i32) -> Option<[u8; 16]>;
 }
@@ -55,6 +74,8 @@ pub enum Kind {
 pub struct Record {
     slot: usize,
     bytes: u64,
+    /// The context the driver frees it with (0: none).
+    ctx: u64,
 }
 
 /// Addresses are aligned: mix the bits above the alignment.
@@ -91,16 +112,18 @@ fn shard(key: u64) -> &'static Shard {
     &MAP[(h >> 58) as usize % SHARDS]
 }
 
-/// Before `fork()`: hold every shard so the child copies none mid-update.
+/// Before `fork()`: hold every shard and the pools so the child copies
+/// none mid-update.
 pub fn lock_all_for_fork() {
+    std::mem::forget(POOLS.lock());
     for s in &MAP {
         std::mem::forget(s.lock());
     }
 }
 
-/// The shards, for the fork handlers to release after `fork()`.
-pub fn shards() -> &'static [Shard] {
-    &MAP
+/// The shards and the pools, for the fork handlers to release after `fork()`.
+pub fn fork_locks() -> (&'static [Shard], &'static Pools) {
+    (&MAP, &POOLS)
 }
 
 /// In the child after `fork()` (shards released): no records, a new pid.
@@ -108,6 +131,7 @@ pub fn forget_after_fork() {
     for s in &MAP {
         s.lock().clear();
     }
+    POOLS.lock().clear();
     limits::forget_pid();
     devices::forget_slots();
 }
@@ -135,9 +159,13 @@ fn charge_on(device: Result<Option<Device>, Verdict>, bytes: u64) -> Step {
     }
 }
 
-/// Where an allocation goes: a device named by the call, or the current one.
+/// Where an allocation goes.
 pub enum Target {
+    /// Into the current context (freed with it), on its device.
+    Context,
+    /// On the current context's device, outliving the context (a pool's).
     Current,
+    /// On a device the call names (cuMemCreate, a pool's device).
     Ordinal(i32),
 }
 
@@ -162,9 +190,10 @@ pub fn allocate(
     if !limits::active() {
         return call().result;
     }
-    let ordinal = match target {
-        Target::Current => drv.current_device(),
-        Target::Ordinal(o) => Some(o),
+    let (ordinal, ctx) = match target {
+        Target::Context => (drv.current_device(), drv.current_context()),
+        Target::Current => (drv.current_device(), 0),
+        Target::Ordinal(o) => (Some(o), 0),
     };
     let device = match ordinal {
         Some(o) => devices::resolve(o, |o| drv.uuid(o)),
@@ -190,21 +219,22 @@ pub fn allocate(
                     bytes = actual;
                 }
             }
-            remember(kind, key, device.slot, bytes);
+            remember(kind, key, device.slot, bytes, ctx);
         }
         _ => limits::give_back(device.slot, charged),
     }
     done.result
 }
 
-/// Record that `key` took `bytes` (charged) on device slot `slot`.
-pub fn remember(kind: Kind, key: u64, slot: usize, bytes: u64) {
+/// Record that `key` took `bytes` (charged) on device slot `slot`, in
+/// context `ctx` (0: none).
+pub fn remember(kind: Kind, key: u64, slot: usize, bytes: u64, ctx: u64) {
     // An address handed out again whose earlier allocation was freed by a
     // way the hook does not see (a context destroyed with its memory, a
     // legacy entry point): that one's charge ends here.
     if let Some(old) = shard(key)
         .lock()
-        .insert((kind, key), Record { slot, bytes })
+        .insert((kind, key), Record { slot, bytes, ctx })
     {
         limits::give_back(old.slot, old.bytes);
     }
@@ -226,6 +256,52 @@ pub fn free(kind: Kind, key: u64, call: impl FnOnce() -> CuResult) -> CuResult {
         }
     }
     result
+}
+
+/// The driver destroyed context `ctx`, and with it every allocation still
+/// live in it: give them back.
+pub fn forget_context(ctx: u64) {
+    if ctx == 0 || !limits::active() {
+        return;
+    }
+    for s in &MAP {
+        s.lock().retain(|_, r| {
+            let live = r.ctx != ctx;
+            if !live {
+                limits::give_back(r.slot, r.bytes);
+            }
+            live
+        });
+    }
+}
+
+/// Where a memory pool's allocations live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// On this device (CU_MEM_LOCATION_TYPE_DEVICE).
+    Device(i32),
+    /// In host memory: no device's bytes.
+    Host,
+}
+
+type Pools = Mutex<HashMap<u64, Place, BuildHasherDefault<AddrHasher>>>;
+static POOLS: Pools = Mutex::new(HashMap::with_hasher(BuildHasherDefault::new()));
+
+/// Pool `pool` (a `CUmemoryPool`) allocates at `place`.
+pub fn pool_at(pool: u64, place: Place) {
+    if pool != 0 {
+        POOLS.lock().insert(pool, place);
+    }
+}
+
+/// Pool `pool` was destroyed (its address may name another pool later).
+pub fn pool_gone(pool: u64) {
+    POOLS.lock().remove(&pool);
+}
+
+/// Where pool `pool` allocates, if the hook saw where it came from.
+pub fn pool_place(pool: u64) -> Option<Place> {
+    POOLS.lock().get(&pool).copied()
 }
 
 /// The worker's partition on a device as (free, total): its limit as the
