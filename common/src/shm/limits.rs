@@ -36,7 +36,11 @@ use std::sync::atomic::AtomicPtr;
 
 pub(super) const LIMITS_NAME: &str = "limits.shm";
 const LIMITS_MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMS\0");
-const LIMITS_VERSION: u64 = 2;
+/// Still 1 with the rows' `gain` and `measured_ms`: they were zero padding
+/// in the files before them, and zero reads as never corrected and never
+/// measured, so a node's limits file survives the upgrade (and an older
+/// client reading a newer file ignores the two words).
+const LIMITS_VERSION: u64 = 1;
 
 #[repr(C, align(4096))]
 pub(super) struct LimitsHeader {
