@@ -43,6 +43,22 @@ static void test_fail(const char *file, int line, const char *fmt, ...) {
           rc_, (int)(expected), le_ ? le_ : "");                               \
   } while (0)
 
+/* Run `cmd` (a child that prints "<failures> <what it saw>") and read its
+ * reply: the failure count (-1 when it printed none), the rest of the line
+ * in `out`. */
+static inline int child_reply(const char *cmd, char *out, size_t n) {
+  FILE *p = popen(cmd, "r");
+  int failures = -1;
+  out[0] = 0;
+  if (p) {
+    if (fscanf(p, "%d ", &failures) != 1 || !fgets(out, (int)n, p))
+      failures = -1;
+    pclose(p);
+  }
+  out[strcspn(out, "\n")] = 0;
+  return failures;
+}
+
 static inline int test_quick(void) {
   /* Under valgrind the suites scale their loops down. */
   return getenv("ACCELERATOR_TEST_QUICK") != NULL;

@@ -299,14 +299,7 @@ static void tenant_cannot_reach_another_worker(void) {
   snprintf(cmd, sizeof cmd,
            "ACCELERATOR_WORKER_ID=iso-b unshare --mount --pid --fork --mount-proc '%s' tenant '%s' iso-a",
            self_exe, lib_path);
-  FILE *p = popen(cmd, "r");
-  int failures = -1;
-  if (p) {
-    if (fscanf(p, "%d ", &failures) != 1 || !fgets(out, sizeof out, p))
-      failures = -1;
-    pclose(p);
-  }
-  out[strcspn(out, "\n")] = 0;
+  int failures = child_reply(cmd, out, sizeof out);
   CHECK(failures == 0 && (strstr(out, "sees: iso-a iso-b ") || strstr(out, "sees: iso-b iso-a ")),
         "a tenant of A sees only A's books and its own made-up B (%s)", out);
   long long after = reported(b.host_pid);

@@ -459,14 +459,7 @@ static void test_limits_read_only(void) {
   EXPECT_RC_WITH(L.accLastError, L.setMem("ro-w", DEV0, 1 << 20), RESULT_SUCCESS);
   char cmd[2 * PATH_MAX + 64], out[512] = "";
   snprintf(cmd, sizeof cmd, "ACCELERATOR_WORKER_ID=ro-w '%s' tenant '%s'", self_exe, lim_path);
-  FILE *p = popen(cmd, "r");
-  int failures = -1;
-  if (p) {
-    if (fscanf(p, "%d ", &failures) != 1 || !fgets(out, sizeof out, p))
-      failures = -1;
-    pclose(p);
-  }
-  out[strcspn(out, "\n")] = 0;
+  int failures = child_reply(cmd, out, sizeof out);
   CHECK(failures == 0, "a tenant maps limits.shm read-only and cannot raise its limit (%s)", out);
 }
 
