@@ -4,8 +4,12 @@
  * Runs itself as a child per mode, taking turns (7 rounds, medians):
  *   driver only     no LD_PRELOAD
  *   hook, no worker LD_PRELOAD, no ACCELERATOR_WORKER_ID (inert)
- *   hook, unlimited LD_PRELOAD, a worker without a limit (usage recorded)
+ *   hook, unlimited LD_PRELOAD, a worker without a limit on the device
+ *                   (its books exist, made by a limit on another device:
+ *                   usage recorded, each launch checks the limiter)
  *   hook, limited   LD_PRELOAD, a worker with a limit it never reaches
+ *   hook, no books  LD_PRELOAD, a worker the host never named (no books:
+ *                   fail-open, allocations and launches go to the driver)
  * Each child times cuMemAlloc_v2 + cuMemFree_v2 pairs and
  * cuGetProcAddress_v2("cuMemAlloc") lookups through pointers taken with
  * dlopen + dlsym (through the hook's dlsym when preloaded), and
@@ -27,7 +31,7 @@ typedef unsigned long long CUdeviceptr;
 #define LOOKUPS 200000
 #define LAUNCHES 1000000
 #define ROUNDS 7
-#define MODES 4
+#define MODES 5
 
 static double now_ns(void) {
   struct timespec t;
@@ -124,14 +128,16 @@ int main(int argc, char **argv) {
   int (*set_limit)(const char *, const char *, uint64_t) =
       acc ? (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit") : NULL;
   if (!set_limit ||
-      set_limit("bench-limited", "GPU-11111111-1111-1111-1111-1111111111a4", 40ULL << 30)) {
+      set_limit("bench-limited", "GPU-11111111-1111-1111-1111-1111111111a4", 40ULL << 30) ||
+      set_limit("bench-unlimited", "GPU-00000000-0000-0000-0000-0000000000h1", 40ULL << 30)) {
     fprintf(stderr, "cannot set the bench worker's limit\n");
     return 2;
   }
   static const char *const names[MODES] = {"driver only", "hook, no worker",
-                                           "hook, unlimited worker", "hook, limited worker"};
-  const char *hooks[MODES] = {NULL, argv[2], argv[2], argv[2]};
-  const char *workers[MODES] = {NULL, NULL, "bench-unlimited", "bench-limited"};
+                                           "hook, unlimited worker", "hook, limited worker",
+                                           "hook, worker, no books"};
+  const char *hooks[MODES] = {NULL, argv[2], argv[2], argv[2], argv[2]};
+  const char *workers[MODES] = {NULL, NULL, "bench-unlimited", "bench-limited", "bench-bookless"};
   double pair[MODES][ROUNDS], look[MODES][ROUNDS], lau[MODES][ROUNDS];
   for (int r = 0; r < ROUNDS; r++)
     for (int m = 0; m < MODES; m++) {

@@ -40,7 +40,7 @@ static HOLD: [AtomicBool; MAX_DEVICES] = [const { AtomicBool::new(false) }; MAX_
 /// launch may go to the driver.
 #[inline]
 pub fn admit(drv: &impl Driver) {
-    if !limits::active() {
+    if !limits::active() || limits::broken() {
         return;
     }
     let Some(ordinal) = drv.current_device() else {

@@ -64,6 +64,21 @@ pub fn active() -> bool {
     worker().is_some()
 }
 
+/// Whether the shared state has failed (the policy decides from then on).
+/// Launches then go straight to the driver; so do allocations under
+/// fail-open ([`passes_through`]), which skips resolving their device.
+#[inline]
+pub fn broken() -> bool {
+    BROKEN.load(Relaxed)
+}
+
+/// Whether an allocation goes to the driver unaccounted without asking:
+/// the state failed and the policy is fail-open.
+#[inline]
+pub fn passes_through() -> bool {
+    broken() && !fail_closed()
+}
+
 fn fail_closed() -> bool {
     static CLOSED: OnceLock<bool> = OnceLock::new();
     *CLOSED.get_or_init(|| std::env::var(ENV_FAIL_CLOSED).is_ok_and(|v| v == "1"))

@@ -187,7 +187,7 @@ pub fn allocate(
     bytes: u64,
     call: impl FnOnce() -> Allocated,
 ) -> CuResult {
-    if !limits::active() {
+    if !limits::active() || limits::passes_through() {
         return call().result;
     }
     let (ordinal, ctx) = match target {
