@@ -124,7 +124,9 @@ fn open_with(path: &Path, create: Create, write: bool) -> Res<Option<File>> {
     let mut opts = std::fs::OpenOptions::new();
     opts.read(true)
         .write(write)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        // O_NONBLOCK: a FIFO a tenant left in its own directory must be
+        // refused below (not a regular file), not block this open forever.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .mode(file_mode());
     if create == Create::IfMissing {
         opts.create(true);
@@ -255,4 +257,24 @@ pub fn process_start_time(pid: i32) -> Option<u64> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        // A tenant can leave a FIFO under a state file's name in its own
+        // worker's directory: opening it must not wait for a writer.
+        let dir = std::env::temp_dir().join(format!("statedir-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("limiter.shm.id");
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: makes a FIFO at a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = open_read(&path).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

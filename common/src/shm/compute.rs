@@ -145,7 +145,8 @@ fn compute_in(l: &Layout, pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome
             available_tokens: a,
         });
     }
-    let _owner = local::enter(i, d);
+    // As in `memory_in`: no process-local lock on another worker's books.
+    let _owner = map::is_published(l).then(|| local::enter(i, d));
     if percent == 0 {
         count_tokens(p, d, tokens);
         return Ok(ComputeOutcome {

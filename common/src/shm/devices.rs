@@ -54,6 +54,7 @@ fn table_lock(l: &Layout) -> Res<TableLock<'_>> {
             return Ok(TableLock { _keys: g, l });
         }
         drop(g);
+        fence::check();
         std::thread::yield_now();
     }
 }
@@ -168,6 +169,7 @@ pub(super) fn slot_for(l: &Layout, pid: i32, uuid: &str) -> Res<usize> {
         if !had {
             p.devmask.fetch_and(!bit, SeqCst);
         }
+        fence::check();
         std::thread::yield_now();
     }
 }

@@ -1,5 +1,6 @@
 //! THE UNSAFE PART OF THE LIMITER: mapping the state file and viewing it as
-//! the `#[repr(C)]` layout of atomics. Nothing else in `shm` is `unsafe`.
+//! the `#[repr(C)]` layout of atomics. Nothing else in `shm` is `unsafe` but
+//! `fence.rs`.
 //!
 //! Soundness: the layout holds only `AtomicU64` fields (and padding), every
 //! bit pattern of which is valid, so viewing any mapped bytes as `Layout` is
@@ -7,7 +8,8 @@
 //! processes are not data races. This process's own books and the limits
 //! file are never unmapped (a `&'static` is handed out); on `dlclose` of a
 //! library they cost address space only, never heap. Another worker's books
-//! are mapped for one call ([`Lent`]) and unmapped when it ends.
+//! are mapped for one call ([`Lent`]) and unmapped when it ends; what is
+//! done on them runs fenced (`fence.rs`, the other `unsafe` module).
 
 use super::Layout;
 use crate::{Error, Res};
@@ -368,154 +370,9 @@ pub(super) fn ofd_locked(fd: i32, off: u64) -> std::io::Result<bool> {
     Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
 }
 
-/// The exit code of a fenced child that faulted.
-const FAULTED: libc::c_int = 99;
-
-/// Whether [`fenced`] can share this process's memory with its child: 0 not
-/// known yet, 1 yes, 2 no ([`fence_probe`]: calls run unfenced).
-static FENCE_WORKS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-struct Job<F, T> {
-    f: Option<F>,
-    out: Option<std::thread::Result<T>>,
-}
-
-extern "C" fn on_fault(_: libc::c_int) {
-    // SAFETY: _exit is async-signal-safe and ends only the fenced child.
-    unsafe { libc::_exit(FAULTED) }
-}
-
-extern "C" fn run_job<F: FnOnce() -> T, T>(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: the child's signal handlers are its own (no CLONE_SIGHAND):
-    // a SIGBUS or SIGSEGV here ends the child with FAULTED, never a handler
-    // of the host program; both are unblocked so the fault reaches ours.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_fault as *const () as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
-        libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut());
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGBUS);
-        libc::sigaddset(&mut set, libc::SIGSEGV);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-    }
-    // SAFETY: `arg` is the `Job` on the stack of the thread that cloned this
-    // child, which waits (CLONE_VFORK) until the child exits.
-    let job = unsafe { &mut *arg.cast::<Job<F, T>>() };
-    if let Some(f) = job.f.take() {
-        job.out = Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
-    }
-    0
-}
-
-/// The stack of a fenced child: with a guard page below it.
-const FENCE_STACK: usize = 512 * 1024;
-
-/// Run `job` in a child task that shares this process's memory and
-/// descriptors (`clone(CLONE_VM | CLONE_VFORK | CLONE_FILES)`: this thread
-/// waits while it runs). Err: it could not start; Ok(None): it faulted.
-fn clone_job<F: FnOnce() -> T, T>(job: &mut Job<F, T>) -> Res<Option<()>> {
-    // SAFETY: a fresh private anonymous mapping; its lowest page is made a
-    // guard. Unmapped below once the child has exited.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            FENCE_STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(Error::OperationFailed(format!(
-            "cannot map a stack: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // SAFETY: the mapping above; the child's stack grows down from its top.
-    let pid = unsafe {
-        libc::mprotect(stack, 4096, libc::PROT_NONE);
-        libc::clone(
-            run_job::<F, T>,
-            stack.cast::<u8>().add(FENCE_STACK).cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES,
-            (job as *mut Job<F, T>).cast(),
-        )
-    };
-    let started = std::io::Error::last_os_error();
-    let mut status = 0;
-    if pid > 0 {
-        // The child has exited (CLONE_VFORK): reap it. Its exit signal is
-        // none, so only a wait with __WALL sees it, never the host
-        // program's SIGCHLD handling.
-        // SAFETY: waits for our own child, writing one int we own.
-        while unsafe { libc::waitpid(pid, &mut status, libc::__WALL) } < 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
-    }
-    // SAFETY: the stack mapped above; the child no longer runs on it.
-    unsafe { libc::munmap(stack, FENCE_STACK) };
-    if pid <= 0 {
-        return Err(Error::OperationFailed(format!(
-            "cannot start a fenced call: {started}"
-        )));
-    }
-    let clean = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    Ok(clean.then_some(()))
-}
-
-/// Whether a fenced child shares this process's memory: it sets a value in
-/// the caller's memory, which only a shared one can. Valgrind aborts the
-/// whole program on such a `clone` (it runs threads and forks only), so
-/// under it (its preload library named in `LD_PRELOAD`) none is tried.
-fn fence_probe() -> bool {
-    let valgrind = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("/vgpreload_"));
-    let shared = !valgrind && {
-        let mut probe = Job {
-            f: Some(|| ()),
-            out: None,
-        };
-        clone_job(&mut probe).is_ok_and(|r| r.is_some()) && probe.out.is_some()
-    };
-    if !shared {
-        eprintln!(
-            "accelerator: calls into other workers' limiter books run unfenced in this process ({}): a truncation in that instant would be a SIGBUS here",
-            if valgrind { "under valgrind" } else { "clone(CLONE_VM) refused" }
-        );
-    }
-    shared
-}
-
-/// Run `f` so that a fault on a mapping it touches cannot kill this
-/// process: another worker's books, mapped for one call ([`Lent`]), can be
-/// truncated by that worker's processes at any instant, and a load past
-/// the end is a SIGBUS, which in the host side (the hypervisor) would kill
-/// it. `f` runs in a child task sharing this process's memory and
-/// descriptors while this thread waits; a fault ends the child alone, and
-/// the call is refused. Where no such child can run ([`fence_probe`]:
-/// valgrind, a seccomp filter), `f` runs here, unfenced, said once on stderr.
-pub(super) fn fenced<T>(f: impl FnOnce() -> Res<T>) -> Res<T> {
-    use std::sync::atomic::Ordering::Relaxed;
-    if FENCE_WORKS.load(Relaxed) == 0 {
-        FENCE_WORKS.store(if fence_probe() { 1 } else { 2 }, Relaxed);
-    }
-    if FENCE_WORKS.load(Relaxed) != 1 {
-        return f();
-    }
-    let mut job = Job {
-        f: Some(f),
-        out: None,
-    };
-    match (clone_job(&mut job)?, job.out) {
-        (Some(()), Some(Ok(r))) => r,
-        (Some(()), Some(Err(_))) => Err(Error::Internal(
-            "a fenced call panicked".into(),
-        )),
-        _ => Err(Error::OperationFailed(
-            "another worker's limiter books changed size under this call (truncated by one of its processes); refused".into(),
-        )),
-    }
+/// Whether `l` is this process's own books (published), not another
+/// worker's mapped for one call.
+#[inline]
+pub(super) fn is_published(l: &Layout) -> bool {
+    published().is_some_and(|o| std::ptr::eq(o, l))
 }

@@ -130,6 +130,7 @@ pub(super) fn apply(
         // The owner's own last op is always complete: it finished it
         // before returning.
         if named(u) && !(owner && tag_slot(u) == i) && !settle(l, d, wd, u) {
+            fence::check();
             u = wd.usage.load(Acquire);
             continue;
         }
@@ -182,6 +183,7 @@ pub(super) fn unname(l: &Layout, i: usize, d: usize, wd: &WorkerDevice) {
         if settle(l, d, wd, u) {
             let _ = wd.usage.compare_exchange(u, used_of(u), AcqRel, Acquire);
         }
+        fence::check();
     }
     let s = wd.settled.load(Acquire);
     if named(s) && tag_slot(s) == i {
@@ -300,7 +302,9 @@ fn memory_in(l: &Layout, pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
         return Ok(outcome(true, used_of(wd.usage.load(Acquire))));
     }
     mark_device(p, d);
-    let _owner = local::enter(i, d);
+    // Another worker's books (a fenced call) take no process-local lock: a
+    // fault there would leave it held. Fenced calls run one at a time.
+    let _owner = map::is_published(l).then(|| local::enter(i, d));
     match apply(l, i, d, wd, delta, limit, true) {
         Apply::Done { used } => Ok(outcome(false, used)),
         Apply::Blocked { used } => Ok(match retry_after_sweep(l, i, d, wd, delta, limit) {

@@ -35,6 +35,8 @@
 //! - `workers`: one books file per worker: paths, creation, which one a process
 //!   uses, the host's node view, removal of private workers' directories;
 //! - `file`: creating, checking and mapping a file (`map` holds the `unsafe`);
+//! - `fence`: calls on another worker's books, run where a fault or a
+//!   tenant's stuck lock cannot kill or hang this process (`unsafe` too);
 //! - `owner`: who owns a slot and whether it is alive (OFD locks), fork handling;
 //! - `keys`: names (device UUIDs, worker ids);
 //! - `devices`: the device table, bounded;
@@ -57,6 +59,7 @@ mod backoff;
 mod clock;
 mod compute;
 mod devices;
+mod fence;
 mod file;
 mod freeze;
 mod keys;

@@ -21,7 +21,7 @@
 //! another worker). Calls about another process (`AddWorkerProcess`, a check
 //! naming another pid) and about another worker (its usage) map that
 //! worker's books for the one call ([`Books::Lent`]), and run fenced
-//! ([`Books::with`], `map::fenced`): a process of that worker may truncate
+//! ([`Books::with`], `fence::fenced`): a process of that worker may truncate
 //! them in that instant, and the fault must not kill the caller.
 //!
 //! The host side reads every worker's books for its reports ([`each`]), each
@@ -258,11 +258,11 @@ impl std::ops::Deref for Books {
 impl Books {
     /// Run `f` on these books; on another worker's, fenced: a process of
     /// that worker may truncate them during the call, and the fault must not
-    /// kill this process (`map::fenced`).
+    /// kill this process (`fence::fenced`).
     pub(super) fn with<T>(&self, f: impl FnOnce(&Layout) -> Res<T>) -> Res<T> {
         match self {
             Books::Own(l) => f(l),
-            Books::Lent(m) => map::fenced(|| f(m)),
+            Books::Lent(m) => fence::fenced(|| f(m)),
         }
     }
 }
