@@ -49,19 +49,26 @@ static int own_books(void) {
   return open(path, O_RDWR);
 }
 
+/* The start time (field 22) in a /proc/<pid>/stat; 0 when unreadable. */
+static unsigned long long start_of(const char *stat_path) {
+  unsigned long long start = 0;
+  FILE *st = fopen(stat_path, "r");
+  if (st && fscanf(st, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                       "%*d %*d %llu",
+                   &start) != 1)
+    start = 0;
+  if (st)
+    fclose(st);
+  return start;
+}
+
 /* A tenant's forgery: rewrite this client's own live slot (found by its
  * state word, pid << 2 | LIVE, and its start time, at a 64-byte aligned
  * offset) to name process `pid` of pid namespace `ns` started at `start`,
  * with 777777 bytes where it recorded 4096. Its lock byte stays held: as
  * the books go, the slot is live. 0: done. */
 static int forge(int pid, unsigned long long ns, unsigned long long start) {
-  unsigned long long mine = 0;
-  FILE *st = fopen("/proc/self/stat", "r");
-  if (!st || fscanf(st, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-                        "%*d %*d %llu",
-                    &mine) != 1)
-    return 1;
-  fclose(st);
+  unsigned long long mine = start_of("/proc/self/stat");
   int fd = own_books();
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) != 0)
@@ -450,6 +457,23 @@ static void forged_slot_left_out(void) {
   CHECK(reported_with(777777) == 0 && reported(getpid()) == -1,
         "the forged slot is not reported (%d entries with its bytes)", reported_with(777777));
   CHECK(reported(f.host_pid) == -1, "nor is the tenant under its own pid any more");
+  /* Again, naming worker B's live client exactly: its namespace, pid and
+   * start time (a tenant may learn them); it started as B's. */
+  ns_client b = start("forge-b");
+  CHECK(client_mem(&b, 8192) == 1 && reported(b.host_pid) == 8192, "worker B's client records 8 KiB");
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)b.host_pid);
+  CHECK(stat(path, &ns) == 0, "B's pid namespace");
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)b.host_pid);
+  CHECK(ask(&f, "mem 4096", reply, sizeof reply), "the tenant records 4 KiB again (a new slot)");
+  snprintf(cmd, sizeof cmd, "forge 1 %llu %llu", (unsigned long long)ns.st_ino, start_of(path));
+  CHECK(ask(&f, cmd, reply, sizeof reply) && reply[0] == '0', "the tenant's slot names B's client (%s)",
+        reply);
+  CHECK(reported_with(777777) == 0 && reported(b.host_pid) == 8192,
+        "the forged slot is not reported; B's own is (%d entries with the forged bytes)",
+        reported_with(777777));
+  CHECK(client_mem(&b, -8192) == 1, "B frees its bytes");
+  stop(&b);
   stop(&f);
 }
 

@@ -131,7 +131,11 @@ pub struct ProcessUsage {
 /// Assembled from every worker's books, each read from a copy and checked
 /// on its own (`workers::each`): books that cannot be used leave that worker
 /// out (the reason is logged) and the others in. Dead processes are left
-/// out, so the bytes are those of live processes only. A process of a pid
+/// out, so the bytes are those of live processes only, and so is a slot
+/// that cannot be its worker's (books are their tenant's to write): no
+/// process of its pid namespace, pid and start time ([`Visible`]), a
+/// private worker's slot of another process than the worker's, or a
+/// process that started as another worker's (`workers::started_elsewhere`). A process of a pid
 /// namespace the caller cannot see (a sibling container's, from inside a
 /// container) is left out: it has no pid here. The host sees every
 /// container's processes.
@@ -149,8 +153,14 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
             let Some(pid) = visible.pid(ns, word_pid(st), start) else {
                 continue;
             };
-            // A private worker's books are its one process's.
-            if worker.is_empty() && private_worker(ns, word_pid(st), start) != dir_worker {
+            // A private worker's books are its one process's; a named
+            // worker's do not hold a process started as another's.
+            let theirs = if worker.is_empty() {
+                private_worker(ns, word_pid(st), start) == dir_worker
+            } else {
+                !workers::started_elsewhere(pid, dir_worker)
+            };
+            if !theirs {
                 forged(dir_worker, word_pid(st));
                 continue;
             }

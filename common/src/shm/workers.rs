@@ -96,9 +96,7 @@ pub(super) fn worker_of(pid: i32) -> Res<(String, bool)> {
     } else {
         let env = std::fs::read(format!("/proc/{pid}/environ"))
             .map_err(|_| Error::NotFound(format!("process {pid} does not exist")))?;
-        env.split(|&b| b == 0)
-            .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
-            .map(<[u8]>::to_vec)
+        env_worker(&env).map(<[u8]>::to_vec)
     };
     if let Some(v) = value.filter(|v| !v.is_empty()) {
         let name = String::from_utf8(v).map_err(|_| {
@@ -117,6 +115,27 @@ pub(super) fn worker_of(pid: i32) -> Res<(String, bool)> {
             .ok_or_else(|| Error::NotFound(format!("process {pid} does not exist")))?
     };
     Ok((private_worker(ns, inner, start), true))
+}
+
+/// The `ACCELERATOR_WORKER_ID` in an environment block (`/proc/<pid>/environ`).
+fn env_worker(env: &[u8]) -> Option<&[u8]> {
+    env.split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
+}
+
+/// Whether process `pid` (a pid here) started as a process of another
+/// worker than `worker`: the environment it started with (as a container's
+/// first process is given it, `/proc/<pid>/environ`) names another. One
+/// that cannot be read, or names none, may be `worker`'s (a process may set
+/// its worker before its first limiter call).
+pub(super) fn started_elsewhere(pid: i32, worker: &str) -> bool {
+    let path = if pid == my_pid() {
+        "/proc/self/environ".to_string()
+    } else {
+        format!("/proc/{pid}/environ")
+    };
+    std::fs::read(path)
+        .is_ok_and(|env| env_worker(&env).is_some_and(|w| !w.is_empty() && w != worker.as_bytes()))
 }
 
 /// A process's pid namespace and its pid there (`NSpid`'s last field).
