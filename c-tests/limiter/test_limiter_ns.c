@@ -17,7 +17,9 @@
  *   and B's client keeps working;
  * - a private worker's directory (a client without ACCELERATOR_WORKER_ID)
  *   stays while its process lives and is removed by the host's report
- *   once it exited.
+ *   once it exited;
+ * - a tenant's forged slot naming a host process is not reported, and a
+ *   named worker whose books say "private" is not removed.
  * Needs root (unshare); CI runs as root. Not having it is a failure.
  *
  * Usage: test_limiter_ns build/liblimiter.so build/libaccelerator.so */
@@ -39,8 +41,65 @@
 
 /* ---- the client (inside its namespace) ---------------------------------- */
 
+/* This client's worker's books, opened read-write as its container can. */
+static int own_books(void) {
+  char path[4200];
+  const char *w = getenv("ACCELERATOR_WORKER_ID");
+  snprintf(path, sizeof path, "%s/workers/%s/limiter.shm", getenv("ACCELERATOR_STATE_DIR"), w ? w : "");
+  return open(path, O_RDWR);
+}
+
+/* The start time (field 22) in a /proc/<pid>/stat; 0 when unreadable. */
+static unsigned long long start_of(const char *stat_path) {
+  unsigned long long start = 0;
+  FILE *st = fopen(stat_path, "r");
+  if (st && fscanf(st, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                       "%*d %*d %llu",
+                   &start) != 1)
+    start = 0;
+  if (st)
+    fclose(st);
+  return start;
+}
+
+/* A tenant's forgery: rewrite this client's own live slot (found by its
+ * state word, pid << 2 | LIVE, and its start time, at a 64-byte aligned
+ * offset) to name process `pid` of pid namespace `ns` started at `start`,
+ * with 777777 bytes where it recorded 4096. Its lock byte stays held: as
+ * the books go, the slot is live. 0: done. */
+static int forge(int pid, unsigned long long ns, unsigned long long start) {
+  unsigned long long mine = start_of("/proc/self/stat");
+  int fd = own_books();
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0)
+    return 2;
+  uint64_t *w = malloc((size_t)sb.st_size);
+  if (!w || pread(fd, w, (size_t)sb.st_size, 0) != sb.st_size)
+    return 3;
+  int rc = 4;
+  for (size_t i = 0; i + 64 < (size_t)sb.st_size / 8; i += 8) {
+    if (w[i] != ((uint64_t)getpid() << 2 | 2) || w[i + 1] != mine)
+      continue;
+    uint64_t word[2] = {(uint64_t)pid << 2 | 2, start};
+    int ok = pwrite(fd, word, 16, (off_t)(i * 8)) == 16 &&
+             pwrite(fd, &ns, 8, (off_t)((i + 3) * 8)) == 8;
+    for (size_t h = i + 5; ok && h < i + 64; h++) /* held[]: bytes | seq << 48 */
+      if ((w[h] & 0xffffffffffffULL) == 4096) {
+        uint64_t forged = (w[h] & ~0xffffffffffffULL) | 777777;
+        ok = pwrite(fd, &forged, 8, (off_t)(h * 8)) == 8;
+        rc = ok ? 0 : 5;
+        break;
+      }
+    break;
+  }
+  free(w);
+  close(fd);
+  return rc;
+}
+
 /* Commands, one a line: "mem <delta>" → "<rc> <shouldBlock> <availableBytes>",
- * "pid" → "<getpid()>", "quit". */
+ * "pid" → "<getpid()>", "forge <pid> <ns> <start>" → "<0: done>",
+ * "private" (set its books' private flag) → "<0: done>", "quit". */
 static int client(const char *lib, int in, int out) {
   limiter_load(lib, NULL);
   FILE *cmd = fdopen(in, "r");
@@ -59,6 +118,16 @@ static int client(const char *lib, int in, int out) {
               rc ? L.lastError() : "-");
     } else if (strncmp(line, "pid", 3) == 0) {
       fprintf(rep, "%d\n", (int)getpid());
+    } else if (strncmp(line, "forge ", 6) == 0) {
+      int pid = 0;
+      unsigned long long ns = 0, start = 0;
+      sscanf(line, "forge %d %llu %llu", &pid, &ns, &start);
+      fprintf(rep, "%d\n", forge(pid, ns, start));
+    } else if (strncmp(line, "private", 7) == 0) {
+      int fd = own_books();
+      fprintf(rep, "%d\n", !(fd >= 0 && pwrite(fd, "\1", 1, 24) == 1));
+      if (fd >= 0)
+        close(fd);
     } else {
       break;
     }
@@ -358,6 +427,73 @@ static void private_worker_removed(void) {
   close(from[1]);
 }
 
+/* Entries GetProcessMemoryUtilization reports with `bytes` on DEV. */
+static int reported_with(unsigned long long bytes) {
+  MemoryUtilization mu[512];
+  size_t n = 0;
+  if (L.procMem(mu, 512, &n) != RESULT_SUCCESS)
+    return -1;
+  int found = 0;
+  for (size_t i = 0; i < n; i++)
+    found += mu[i].usedBytes == bytes && strcmp(mu[i].deviceUUID, DEV) == 0;
+  return found;
+}
+
+/* A tenant of worker A rewrites its own live slot (it holds the lock byte)
+ * to name this host process, in this host's pid namespace, with a start
+ * time that is not this process's (a container cannot see the host's
+ * /proc): the host's report leaves it out. Before, a slot of the report's
+ * own pid namespace was reported as stored. */
+static void forged_slot_left_out(void) {
+  ns_client f = start("forge-a");
+  CHECK(client_mem(&f, 4096) == 1, "the tenant records 4 KiB");
+  CHECK(reported(f.host_pid) == 4096, "its own process is reported");
+  struct stat ns;
+  CHECK(stat("/proc/self/ns/pid", &ns) == 0, "this process's pid namespace");
+  char cmd[128], reply[64] = "";
+  snprintf(cmd, sizeof cmd, "forge %d %llu %llu", (int)getpid(), (unsigned long long)ns.st_ino, 12345ULL);
+  CHECK(ask(&f, cmd, reply, sizeof reply) && atoi(reply) == 0 && reply[0] == '0',
+        "the tenant rewrote its slot to name this host process (%s)", reply);
+  CHECK(reported_with(777777) == 0 && reported(getpid()) == -1,
+        "the forged slot is not reported (%d entries with its bytes)", reported_with(777777));
+  CHECK(reported(f.host_pid) == -1, "nor is the tenant under its own pid any more");
+  /* Again, naming worker B's live client exactly: its namespace, pid and
+   * start time (a tenant may learn them); it started as B's. */
+  ns_client b = start("forge-b");
+  CHECK(client_mem(&b, 8192) == 1 && reported(b.host_pid) == 8192, "worker B's client records 8 KiB");
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)b.host_pid);
+  CHECK(stat(path, &ns) == 0, "B's pid namespace");
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)b.host_pid);
+  CHECK(ask(&f, "mem 4096", reply, sizeof reply), "the tenant records 4 KiB again (a new slot)");
+  snprintf(cmd, sizeof cmd, "forge 1 %llu %llu", (unsigned long long)ns.st_ino, start_of(path));
+  CHECK(ask(&f, cmd, reply, sizeof reply) && reply[0] == '0', "the tenant's slot names B's client (%s)",
+        reply);
+  CHECK(reported_with(777777) == 0 && reported(b.host_pid) == 8192,
+        "the forged slot is not reported; B's own is (%d entries with the forged bytes)",
+        reported_with(777777));
+  CHECK(client_mem(&b, -8192) == 1, "B frees its bytes");
+  stop(&b);
+  stop(&f);
+}
+
+/* A named worker whose books' header says "private" (the tenant wrote it)
+ * stays a named worker: its directory is not removed once its processes
+ * exited, and its usage is still its own. */
+static void private_flag_of_named_worker(void) {
+  ns_client c = start("priv-named");
+  CHECK(client_mem(&c, 4096) == 1, "a client of worker priv-named records 4 KiB");
+  char reply[64] = "";
+  CHECK(ask(&c, "private", reply, sizeof reply) && reply[0] == '0', "it set its books' private flag");
+  CHECK(reported(c.host_pid) == 4096, "its process is reported");
+  stop(&c);
+  CHECK(reported(c.host_pid) == -1, "the exited client is not reported");
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/workers/priv-named/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  struct stat sb;
+  CHECK(stat(dir, &sb) == 0, "the host's report left the named worker's books in place");
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "client") == 0)
     return client(argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -381,6 +517,8 @@ int main(int argc, char **argv) {
   same_pid_two_workers();
   tenant_cannot_reach_another_worker();
   private_worker_removed();
+  forged_slot_left_out();
+  private_flag_of_named_worker();
   limiter_unload();
   return test_summary();
 }

@@ -327,7 +327,6 @@ pub(super) fn read_copy(
     file: &File,
     parts: &[std::ops::Range<usize>],
 ) -> std::io::Result<Box<Layout>> {
-    use std::os::unix::fs::FileExt;
     let layout = std::alloc::Layout::new::<Layout>();
     // SAFETY: Layout is not zero-sized; a null return is handled below.
     let p = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -338,19 +337,31 @@ pub(super) fn read_copy(
     // free it; all-atomic layout (see the module comment): zero bytes are a
     // valid value.
     let mut copy: Box<Layout> = unsafe { Box::from_raw(p.cast::<Layout>()) };
-    // SAFETY: the bytes of our own allocation, initialised (zeroed),
-    // borrowed exclusively through `copy` for as long as `bytes` lives; any
-    // bytes written there are a valid `Layout` (atomics only).
+    read_into(file, parts, &mut copy)?;
+    Ok(copy)
+}
+
+/// [`read_copy`] into an existing copy (reused: the bytes outside `parts`
+/// keep what they held; a partial read leaves them part-written).
+pub(super) fn read_into(
+    file: &File,
+    parts: &[std::ops::Range<usize>],
+    copy: &mut Layout,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    // SAFETY: the bytes of a `Layout` we borrow exclusively for as long as
+    // `bytes` lives; any bytes written there are a valid `Layout` (atomics
+    // only).
     let bytes = unsafe {
         std::slice::from_raw_parts_mut(
-            std::ptr::from_mut::<Layout>(&mut copy).cast::<u8>(),
-            layout.size(),
+            std::ptr::from_mut::<Layout>(copy).cast::<u8>(),
+            std::mem::size_of::<Layout>(),
         )
     };
     for r in parts {
         file.read_exact_at(&mut bytes[r.clone()], r.start as u64)?;
     }
-    Ok(copy)
+    Ok(())
 }
 
 /// Whether another open file description holds a lock on byte `off` of the

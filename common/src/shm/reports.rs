@@ -77,8 +77,8 @@ pub struct LimitEntry {
     pub compute_percent: Option<u32>,
 }
 
-fn ready_devices(l: &Layout) -> Vec<(usize, String)> {
-    l.devices
+fn ready_devices(devices: &[Key]) -> Vec<(usize, String)> {
+    devices
         .iter()
         .enumerate()
         .filter(|(_, k)| k.state.load(Acquire) == KEY_READY)
@@ -131,17 +131,20 @@ pub struct ProcessUsage {
 /// Assembled from every worker's books, each read from a copy and checked
 /// on its own (`workers::each`): books that cannot be used leave that worker
 /// out (the reason is logged) and the others in. Dead processes are left
-/// out, so the bytes are those of live processes only. A process of a pid
+/// out, so the bytes are those of live processes only, and so is a slot
+/// that cannot be its worker's (books are their tenant's to write): no
+/// process of its pid namespace, pid and start time ([`Visible`]), a
+/// private worker's slot of another process than the worker's, or a
+/// process that started as another worker's (`workers::started_elsewhere`). A process of a pid
 /// namespace the caller cannot see (a sibling container's, from inside a
 /// container) is left out: it has no pid here. The host sees every
 /// container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
     let mut out = Vec::new();
     let mut visible = Visible::default();
-    workers::each(|worker, snap| {
-        let l = &*snap.l;
-        let devices = ready_devices(l);
-        for (i, p) in l.procs.iter().enumerate() {
+    workers::each(|worker, dir_worker, snap| {
+        let devices = ready_devices(snap.devices());
+        for (i, p) in snap.procs().iter().enumerate() {
             let st = p.state.load(Acquire);
             if !snap.alive(i) {
                 continue;
@@ -150,6 +153,17 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
             let Some(pid) = visible.pid(ns, word_pid(st), start) else {
                 continue;
             };
+            // A private worker's books are its one process's; a named
+            // worker's do not hold a process started as another's.
+            let theirs = if worker.is_empty() {
+                private_worker(ns, word_pid(st), start) == dir_worker
+            } else {
+                !workers::started_elsewhere(pid, dir_worker)
+            };
+            if !theirs {
+                forged(dir_worker, word_pid(st));
+                continue;
+            }
             let mask = p.devmask.load(Acquire);
             for (d, uuid) in &devices {
                 if mask & 1 << d != 0 {
@@ -170,10 +184,27 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
     Ok(out)
 }
 
-/// Pids of other pid namespaces as the caller's namespace sees them, from
+/// A slot left out of a report: it names a process that is not one its
+/// books may hold (a tenant wrote it). Logged only with
+/// `ACCELERATOR_LIMITER_DEBUG=1` (as the limiter's own debug lines): a
+/// tenant must not fill the host's log.
+#[cold]
+fn forged(worker: &str, pid: i32) {
+    if std::env::var_os("ACCELERATOR_LIMITER_DEBUG").is_some_and(|v| v == "1") {
+        eprintln!(
+            "accelerator: worker {worker:?}'s books name process {pid}, not theirs; left out"
+        );
+    }
+}
+
+/// Pids of the caller's pid namespace, checked, and of other pid
+/// namespaces as the caller's namespace sees them, from
 /// `/proc/<pid>/status` (`NSpid`: the pid in each namespace from the
 /// caller's down to the process's own) and `/proc/<pid>/ns/pid`, read once
-/// per report and only if some process is of another namespace.
+/// per report and only if some process is of another namespace. Either
+/// way a slot is reported only if a process of its pid namespace, pid and
+/// start time exists: the books are a tenant's to write, and must not list
+/// another's process (or the host's) under its worker.
 #[derive(Default)]
 struct Visible {
     /// (namespace, pid in it, start time) → pid here.
@@ -183,13 +214,19 @@ struct Visible {
 impl Visible {
     fn pid(&mut self, ns: u64, pid: i32, start: u64) -> Option<i32> {
         if ns == owner::pid_ns() {
-            return Some(pid);
+            return (same_namespace(pid, ns) && alive(pid, Some(start))).then_some(pid);
         }
         self.map
             .get_or_insert_with(scan_proc)
             .get(&(ns, pid, start))
             .copied()
     }
+}
+
+/// Whether process `pid` (of the caller's pid namespace) is of namespace `ns`.
+fn same_namespace(pid: i32, ns: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    pid == my_pid() || std::fs::metadata(format!("/proc/{pid}/ns/pid")).is_ok_and(|m| m.ino() == ns)
 }
 
 fn scan_proc() -> std::collections::HashMap<(u64, i32, u64), i32> {

@@ -96,9 +96,7 @@ pub(super) fn worker_of(pid: i32) -> Res<(String, bool)> {
     } else {
         let env = std::fs::read(format!("/proc/{pid}/environ"))
             .map_err(|_| Error::NotFound(format!("process {pid} does not exist")))?;
-        env.split(|&b| b == 0)
-            .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
-            .map(<[u8]>::to_vec)
+        env_worker(&env).map(<[u8]>::to_vec)
     };
     if let Some(v) = value.filter(|v| !v.is_empty()) {
         let name = String::from_utf8(v).map_err(|_| {
@@ -117,6 +115,27 @@ pub(super) fn worker_of(pid: i32) -> Res<(String, bool)> {
             .ok_or_else(|| Error::NotFound(format!("process {pid} does not exist")))?
     };
     Ok((private_worker(ns, inner, start), true))
+}
+
+/// The `ACCELERATOR_WORKER_ID` in an environment block (`/proc/<pid>/environ`).
+fn env_worker(env: &[u8]) -> Option<&[u8]> {
+    env.split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
+}
+
+/// Whether process `pid` (a pid here) started as a process of another
+/// worker than `worker`: the environment it started with (as a container's
+/// first process is given it, `/proc/<pid>/environ`) names another. One
+/// that cannot be read, or names none, may be `worker`'s (a process may set
+/// its worker before its first limiter call).
+pub(super) fn started_elsewhere(pid: i32, worker: &str) -> bool {
+    let path = if pid == my_pid() {
+        "/proc/self/environ".to_string()
+    } else {
+        format!("/proc/{pid}/environ")
+    };
+    std::fs::read(path)
+        .is_ok_and(|env| env_worker(&env).is_some_and(|w| !w.is_empty() && w != worker.as_bytes()))
 }
 
 /// A process's pid namespace and its pid there (`NSpid`'s last field).
@@ -318,14 +337,16 @@ pub(super) fn exists(worker: &str) -> bool {
 }
 
 /// Every worker's books, each from a checked `pread` copy, with the
-/// worker's id ("" for a private worker); a file that cannot be used is
-/// skipped with its reason logged once. A private worker's directory that
-/// no live process uses is removed.
-pub(super) fn each(mut f: impl FnMut(&str, &Snapshot)) {
+/// worker's id ("" for a private worker) and its directory's worker; a file
+/// that cannot be used is skipped with its reason logged once. A private
+/// worker's directory that no live process uses is removed. One copy's
+/// memory serves every worker in turn.
+pub(super) fn each(mut f: impl FnMut(&str, &str, &Snapshot)) {
     let root = statedir::path().join(WORKERS_DIR);
     let Ok(dir) = std::fs::read_dir(&root) else {
         return;
     };
+    let mut spare = None;
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(worker) = name.to_str().and_then(worker_of_dir) else {
@@ -335,12 +356,15 @@ pub(super) fn each(mut f: impl FnMut(&str, &Snapshot)) {
             continue;
         };
         let dir = root.join(&name);
-        match Snapshot::take(&dir, &worker) {
+        match Snapshot::take(&dir, &worker, spare.take()) {
             Ok(Some(s)) => {
-                let private = s.l.header.private.load(Relaxed) == 1;
-                f(if private { "" } else { &worker }, &s);
-                if private && !s.any_alive() {
-                    drop(s);
+                // The header is the tenant's to write: a named worker's
+                // books that say "private" stay named, never removed.
+                let private = s.header().private.load(Relaxed) == 1 && is_private(&worker);
+                f(if private { "" } else { &worker }, &worker, &s);
+                let unused = private && !s.any_alive();
+                spare = Some(s.recycle());
+                if unused {
                     remove_unused(&dir);
                 }
             }
@@ -348,6 +372,21 @@ pub(super) fn each(mut f: impl FnMut(&str, &Snapshot)) {
             Err(e) => skip(&dir, &e.to_string()),
         }
     }
+}
+
+/// Whether `worker` is a name `process::private_worker` gives.
+fn is_private(worker: &str) -> bool {
+    worker.strip_prefix("process-").is_some_and(|rest| {
+        let mut parts = rest.split('-');
+        let ok = parts.next().is_some_and(|ns| ns.parse::<u64>().is_ok())
+            && parts
+                .next()
+                .is_some_and(|pid| pid.parse::<i32>().is_ok_and(|p| p > 0))
+            && parts
+                .next()
+                .is_some_and(|start| start.parse::<u64>().is_ok());
+        ok && parts.next().is_none()
+    })
 }
 
 /// Remove a private worker's directory if no live process uses it.
@@ -362,7 +401,7 @@ fn remove_unused(dir: &Path) {
     }
     // Checked again under the lock: a process that registered meanwhile
     // holds its slot's lock byte.
-    if !Snapshot::of_file(&file, &path).is_ok_and(|s| !s.any_alive()) {
+    if !Snapshot::of_file(&file, &path, None).is_ok_and(|s| !s.any_alive()) {
         return;
     }
     // Out of the way in one step (an opener finds the whole directory or
