@@ -99,7 +99,7 @@ pub fn stop() {
     };
     if r.pid != std::process::id() {
         // A forked child's copy of its parent's handle: no such thread here.
-        std::mem::forget(r.handle);
+        std::mem::forget(r);
         return;
     }
     r.stop.store(true, Release);
@@ -152,9 +152,7 @@ fn running_here(slot: &mut Option<Running>) -> bool {
     match slot {
         Some(r) if r.pid == std::process::id() => true,
         Some(_) => {
-            if let Some(r) = slot.take() {
-                std::mem::forget(r.handle);
-            }
+            std::mem::forget(slot.take());
             false
         }
         None => false,
