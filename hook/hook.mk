@@ -79,3 +79,16 @@ compute-test: $(COMPUTE_DEPS)
 	  $(HOOK_BIN)/test_compute $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
 	  $(LIMITER_SO) $(HOOK_BIN)/app_launch
 TEST_RUN_EXTRA += compute-test
+
+# ---- the compute sampler after fork() from a threaded host (AccelInit /
+# AccelShutdown racing fork; each child starts and stops its own).
+$(HOOK_BIN)/test_sampler_fork: c-tests/hook/test_sampler_fork.c c-tests/test_util.h
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
+
+.PHONY: sampler-fork-test
+sampler-fork-test: $(BUILD)/libaccelerator_nvidia.so $(HOOK_BIN)/test_sampler_fork \
+                   $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+	  timeout 60 $(HOOK_BIN)/test_sampler_fork $(BUILD)/libaccelerator_nvidia.so
+TEST_RUN_EXTRA += sampler-fork-test

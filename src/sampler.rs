@@ -38,9 +38,10 @@ use crate::log::log_at;
 use crate::select::vendor;
 use crate::vendor::Vendor;
 use accel_common::{shm, Error};
-use parking_lot::{Condvar, Mutex};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -49,13 +50,29 @@ const PERIOD: Duration = Duration::from_millis(100);
 const BUSY_SHARE: f64 = 0.8;
 const ERROR_EVERY: Duration = Duration::from_secs(60);
 
-/// The running thread (with the pid that started it: a forked child has
-/// none) and its stop flag.
-static THREAD: Mutex<Option<(u32, JoinHandle<()>)>> = Mutex::new(None);
-static STOP: Mutex<bool> = Mutex::new(false);
-static WAKE: Condvar = Condvar::new();
+/// The running thread, with the pid that started it and its own stop flag
+/// (a thread's flag is never reused: a sampler started after a stop, or in
+/// a forked child, cannot inherit a stale one).
+struct Running {
+    pid: u32,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// Held only for short steps that never wait on anything else (no join,
+/// no vendor call, no fork-handler registration), and around every
+/// `fork()` by [`hold_for_fork`], so a child never copies it held by a
+/// thread it does not have. (`std`'s mutex: unlocking it in the child is a
+/// store and at most a futex wake, no shared table of waiters.)
+static THREAD: Mutex<Option<Running>> = Mutex::new(None);
 /// `AccelShutdown` was called: a limit starts no sampler from then on.
 static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The forking thread's hold on [`THREAD`] across `fork()`.
+    static FORK_HOLD: RefCell<Option<MutexGuard<'static, Option<Running>>>> =
+        const { RefCell::new(None) };
+}
 
 /// `AccelInit`: start the sampler if the vendor measures processes.
 pub fn start() {
@@ -71,35 +88,32 @@ pub fn start_for_limit() {
     }
 }
 
-/// `AccelShutdown`: stop and join the thread; the lease is given up.
+/// `AccelShutdown`: stop and join the thread; the lease is given up. The
+/// join runs outside the lock (a `fork()` meanwhile gives a child with no
+/// sampler and a free lock).
 pub fn stop() {
     SHUT_DOWN.store(true, Relaxed);
-    let mut slot = THREAD.lock();
-    let Some((pid, handle)) = slot.take() else {
+    install_fork_handlers();
+    let Some(r) = slot().take() else {
         return;
     };
-    if pid != std::process::id() {
+    if r.pid != std::process::id() {
         // A forked child's copy of its parent's handle: no such thread here.
-        std::mem::forget(handle);
+        std::mem::forget(r);
         return;
     }
-    *STOP.lock() = true;
-    WAKE.notify_all();
-    let _ = handle.join();
-    *STOP.lock() = false;
+    r.stop.store(true, Release);
+    r.handle.thread().unpark();
+    let _ = r.handle.join();
 }
 
 fn ensure_running() {
-    let mut slot = THREAD.lock();
-    match slot.as_ref() {
-        Some((pid, _)) if *pid == std::process::id() => return,
-        Some(_) => {
-            if let Some((_, h)) = slot.take() {
-                std::mem::forget(h);
-            }
-        }
-        None => {}
+    install_fork_handlers();
+    if running_here(&mut slot()) {
+        return;
     }
+    // The vendor is asked without the lock (its first use may register
+    // fork handlers, which waits for any fork in progress).
     let Ok(v) = vendor() else {
         return;
     };
@@ -107,13 +121,68 @@ fn ensure_running() {
         return;
     }
     crate::abi::boundary::pin_library();
+    let mut slot = slot();
+    if running_here(&mut slot) {
+        return;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
     match std::thread::Builder::new()
         .name("accel-sampler".into())
-        .spawn(run)
+        .spawn(move || run(&flag))
     {
-        Ok(h) => *slot = Some((std::process::id(), h)),
+        Ok(handle) => {
+            *slot = Some(Running {
+                pid: std::process::id(),
+                stop,
+                handle,
+            })
+        }
         Err(e) => log_at!(Error, "compute sampler: cannot start its thread: {e}"),
     }
+}
+
+fn slot() -> MutexGuard<'static, Option<Running>> {
+    THREAD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether this process's sampler runs; a parent's handle copied by
+/// `fork()` (no such thread here) is dropped.
+fn running_here(slot: &mut Option<Running>) -> bool {
+    match slot {
+        Some(r) if r.pid == std::process::id() => true,
+        Some(_) => {
+            std::mem::forget(slot.take());
+            false
+        }
+        None => false,
+    }
+}
+
+/// Before each use of [`THREAD`]: hold it around every
+/// `fork()`. No `Once` (a fork while it ran would leave the child blocked
+/// on it): two threads may both register, and the handlers are idempotent
+/// (a thread holds the lock at most once).
+fn install_fork_handlers() {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    if !DONE.load(Acquire) {
+        crate::abi::boundary::at_fork(hold_for_fork, release_after_fork);
+        DONE.store(true, Release);
+    }
+}
+
+extern "C" fn hold_for_fork() {
+    let _ = FORK_HOLD.try_with(|h| {
+        let mut h = h.borrow_mut();
+        if h.is_none() {
+            *h = Some(slot());
+        }
+    });
+}
+
+/// In the parent and in the child after `fork()`: release the hold.
+extern "C" fn release_after_fork() {
+    let _ = FORK_HOLD.try_with(|h| h.borrow_mut().take());
 }
 
 /// Whether the vendor measures per-process utilization (asked of its first
@@ -128,19 +197,25 @@ fn measures(v: &dyn Vendor) -> bool {
     )
 }
 
-/// Sleep for `d` unless stopped; true: stop.
-fn stopped_after(d: Duration) -> bool {
-    let mut stop = STOP.lock();
-    if !*stop {
-        WAKE.wait_for(&mut stop, d);
+/// Sleep for `d` unless stopped (`stop` set, then an unpark); true: stop.
+fn stopped_after(stop: &AtomicBool, d: Duration) -> bool {
+    let end = Instant::now() + d;
+    loop {
+        if stop.load(Acquire) {
+            return true;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::park_timeout(left);
     }
-    *stop
 }
 
-fn run() {
+fn run(stop: &AtomicBool) {
     let mut s = Sampler::default();
     let mut lease_told = false;
-    while !stopped_after(PERIOD) {
+    while !stopped_after(stop, PERIOD) {
         match shm::take_sampler_lease() {
             Ok(true) => s.sample(),
             Ok(false) => s.standby(),

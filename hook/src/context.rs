@@ -9,7 +9,8 @@
 //!
 //! A destroyed context takes its live allocations with it (the driver
 //! frees them): [`destroy`] and a primary context's last [`release`] give
-//! those back too (`memory::forget_context`). Primary contexts are counted
+//! those back too (`memory::free_context`, which takes their records out
+//! before the driver call: a context created meanwhile may reuse the handle). Primary contexts are counted
 //! the driver's way: each retain takes a reference, each release drops
 //! one, a reset drops them all; the reservation and the allocations go
 //! with the last.
@@ -109,13 +110,9 @@ fn primary_index(ordinal: i32) -> Option<usize> {
 }
 
 /// `cuCtxDestroy_v2`: the reservation and the context's live allocations
-/// given back once the driver has destroyed it.
+/// given back once the driver has destroyed it (`memory::free_context`).
 pub fn destroy(ctx: u64, call: impl FnOnce() -> CuResult) -> CuResult {
-    let r = memory::free(Kind::Context, ctx, call);
-    if r == CUDA_SUCCESS {
-        memory::forget_context(ctx);
-    }
-    r
+    memory::free_context(Kind::Context, ctx, ctx, call)
 }
 
 /// `cuDevicePrimaryCtxRetain`: the process's first reference is charged
@@ -156,13 +153,12 @@ pub fn release(ordinal: i32, all: bool, call: impl FnOnce() -> CuResult) -> CuRe
     let p = &mut primary[i];
     let last = all || p.refs <= 1;
     let r = if last {
-        memory::free(Kind::Primary, i as u64, call)
+        memory::free_context(Kind::Primary, i as u64, p.ctx, call)
     } else {
         call()
     };
     if r == CUDA_SUCCESS {
         if last {
-            memory::forget_context(p.ctx);
             *p = NO_PRIMARY;
         } else {
             p.refs -= 1;

@@ -19,7 +19,7 @@
 //! `cuMemAllocManaged`, arrays) die with it: the driver frees whatever is
 //! still live in a context when it is destroyed (`cuCtxDestroy_v2`, a
 //! primary context's last release or its reset). Their records carry the
-//! context they were made in, and [`forget_context`] gives them back then.
+//! context they were made in, and [`free_context`] gives them back then.
 //! Stream-ordered allocations come from a memory pool, which belongs to a
 //! device, not to a context; `cuMemCreate`'s physical memory names its
 //! device too: neither is tied to a context.
@@ -258,20 +258,61 @@ pub fn free(kind: Kind, key: u64, call: impl FnOnce() -> CuResult) -> CuResult {
     result
 }
 
-/// The driver destroyed context `ctx`, and with it every allocation still
-/// live in it: give them back.
-pub fn forget_context(ctx: u64) {
-    if ctx == 0 || !limits::active() {
-        return;
+/// Run the driver's destruction of a context (`kind`/`key`: its own
+/// reservation's record; `ctx`: its handle) and give back its reservation
+/// and every allocation still live in it (the driver frees them with it).
+/// The records are taken out before the call: once the driver has
+/// destroyed `ctx`, another thread may create a context that gets the same
+/// handle and allocate in it, and those are not this context's. A failed
+/// destruction puts them back.
+pub fn free_context(kind: Kind, key: u64, ctx: u64, call: impl FnOnce() -> CuResult) -> CuResult {
+    if !limits::active() {
+        return call();
+    }
+    let mut taken = take_context(ctx);
+    if let Some(r) = shard(key).lock().remove(&(kind, key)) {
+        taken.push(((kind, key), r));
+    }
+    let result = call();
+    if result == CUDA_SUCCESS {
+        for (_, r) in taken {
+            limits::give_back(r.slot, r.bytes);
+        }
+    } else {
+        put_back(taken);
+    }
+    result
+}
+
+type Taken = Vec<((Kind, u64), Record)>;
+
+/// Remove the records of the allocations made in context `ctx` (none for 0).
+fn take_context(ctx: u64) -> Taken {
+    let mut taken = Vec::new();
+    if ctx == 0 {
+        return taken;
     }
     for s in &MAP {
-        s.lock().retain(|_, r| {
-            let live = r.ctx != ctx;
-            if !live {
-                limits::give_back(r.slot, r.bytes);
+        let mut s = s.lock();
+        let keys: Vec<_> = s
+            .iter()
+            .filter(|(_, r)| r.ctx == ctx)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            if let Some(r) = s.remove(&k) {
+                taken.push((k, r));
             }
-            live
-        });
+        }
+    }
+    taken
+}
+
+/// Re-insert records [`take_context`] removed. One whose address was handed
+/// out again meanwhile (its record is newer) stays given up.
+fn put_back(taken: Taken) {
+    for (k, r) in taken {
+        shard(k.1).lock().entry(k).or_insert(r);
     }
 }
 
@@ -373,5 +414,57 @@ mod tests {
         assert_eq!(array_bytes(10, 10, 10, 0x01, 1), 1000);
         assert_eq!(mipmapped_bytes(8, 8, 0, 0x01, 1, 4), 64 + 16 + 4 + 1);
         assert_eq!(pitch_bound(513, 2), 2048);
+    }
+
+    fn record(ctx: u64) -> Record {
+        Record {
+            slot: 0,
+            bytes: 1,
+            ctx,
+        }
+    }
+
+    fn held(key: u64) -> Option<u64> {
+        shard(key).lock().get(&(Kind::Pointer, key)).map(|r| r.ctx)
+    }
+
+    /// A context's records leave the map before the driver destroys it: a
+    /// record made afterwards in a context that reuses the handle stays;
+    /// a failed destruction puts them back, an address reused meanwhile
+    /// keeping its newer record.
+    #[test]
+    fn context_records_taken_before_destruction() {
+        let (a, b) = (0x7e57_0000_a000, 0x7e57_0000_b000);
+        let keys: Vec<u64> = (0..64).map(|i| 0x7e57_1000_0000 + i * 0x20_0000).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            shard(k)
+                .lock()
+                .insert((Kind::Pointer, k), record(if i % 2 == 0 { a } else { b }));
+        }
+        let taken = take_context(a);
+        assert_eq!(taken.len(), 32);
+        assert!(taken.iter().all(|(_, r)| r.ctx == a));
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(held(k), (i % 2 == 1).then_some(b));
+        }
+        assert!(take_context(0).is_empty());
+        // The driver destroyed `a`; a new context got its handle and
+        // allocated at a freed address: that record is not taken.
+        shard(keys[0])
+            .lock()
+            .insert((Kind::Pointer, keys[0]), record(a));
+        assert_eq!(held(keys[0]), Some(a));
+        // A failed destruction: the rest come back, the newer one stays.
+        shard(keys[2])
+            .lock()
+            .insert((Kind::Pointer, keys[2]), record(b));
+        put_back(taken);
+        for (i, &k) in keys.iter().enumerate() {
+            let want = if i == 2 || i % 2 == 1 { b } else { a };
+            assert_eq!(held(k), Some(want));
+        }
+        for &k in &keys {
+            shard(k).lock().remove(&(Kind::Pointer, k));
+        }
     }
 }

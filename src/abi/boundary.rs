@@ -10,6 +10,7 @@
 //! - pointer and array checks (NULL, zero and huge counts) in one place.
 //! - `alloc_array`/`free_array`: the allocator of the library-allocated style.
 //! - `pin_library`: keep this library loaded for the life of the process.
+//! - `at_fork`: fork handlers (the sampler holds its lock across `fork()`).
 
 use crate::log::log_at;
 use accel_common::cabi::panic_error;
@@ -241,6 +242,16 @@ pub fn pin_library() {
             Warn,
             "cannot pin the library in memory: a dlclose while its sampler runs is unsafe"
         );
+    }
+}
+
+/// Run `prepare` before every `fork()` of this process (in the forking
+/// thread) and `after` after it, in the parent and in the child. glibc
+/// drops the handlers when this library is unloaded.
+pub fn at_fork(prepare: extern "C" fn(), after: extern "C" fn()) {
+    // SAFETY: registers plain functions that take no arguments.
+    unsafe {
+        libc::pthread_atfork(Some(prepare), Some(after), Some(after));
     }
 }
 
