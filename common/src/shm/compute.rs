@@ -26,10 +26,7 @@ pub struct ComputeOutcome {
 pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
     if !workers::is_own(pid) {
         // Another process: in its worker's books.
-        return workers::books_of_pid(pid, true)?.with(|b| {
-            let d = devices::slot_for(b, pid, uuid)?;
-            compute_in(b, pid, d, tokens)
-        });
+        return workers::on_device_of(pid, uuid, |b, d| compute_in(b, pid, d, tokens));
     }
     check_compute_on(pid, device_slot_for(pid, uuid)?, tokens)
 }

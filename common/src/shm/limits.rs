@@ -182,7 +182,7 @@ pub(super) fn row(d: usize) -> Option<&'static Row> {
 #[cold]
 #[inline(never)]
 pub(super) fn row_of(l: &Layout, d: usize) -> Res<&'static Row> {
-    let own = map::published().is_some_and(|o| std::ptr::eq(o, l));
+    let own = map::is_published(l);
     if !own {
         return row_named(&key_name(&l.header.worker), &key_name(&l.devices[d]));
     }

@@ -389,8 +389,5 @@ pub(super) fn check_memory_of(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcom
     if delta.unsigned_abs() > MAX_BYTES {
         return Err(too_large(delta));
     }
-    workers::books_of_pid(pid, true)?.with(|b| {
-        let d = devices::slot_for(b, pid, uuid)?;
-        memory_in(b, pid, d, delta)
-    })
+    workers::on_device_of(pid, uuid, |b, d| memory_in(b, pid, d, delta))
 }

@@ -147,7 +147,7 @@ pub fn shared() -> Res<&'static Layout> {
 /// worker's books, not the caller's: use it with that pid only (or call
 /// [`check_memory`] / [`check_compute`], which name the device).
 pub fn device_slot_for(pid: i32, uuid: &str) -> Res<usize> {
-    workers::books_of_pid(pid, true)?.with(|b| devices::slot_for(b, pid, uuid))
+    workers::on_device_of(pid, uuid, |_, d| Ok(d))
 }
 
 /// Whether `pid` is the calling process's own (device slots of

@@ -55,7 +55,7 @@ fn proxy_gone(p: &Proc, st: u64) -> bool {
 /// This process's own slot in the books `l`, if registered there.
 fn own_index(l: &Layout) -> Option<usize> {
     let cached = OWN_SLOT.load(Relaxed);
-    (cached >> 32 == my_pid() as u32 as u64 && map::published().is_some_and(|o| std::ptr::eq(o, l)))
+    (cached >> 32 == my_pid() as u32 as u64 && map::is_published(l))
         .then(|| (cached as u32 as usize).wrapping_sub(1))
 }
 

@@ -286,6 +286,17 @@ impl Books {
     }
 }
 
+/// Run `f` on the books of process `pid`'s worker and the slot there of
+/// device `uuid` (named and marked for the process if new), fenced when the
+/// books are another worker's.
+pub(super) fn on_device_of<T>(
+    pid: i32,
+    uuid: &str,
+    f: impl FnOnce(&Layout, usize) -> Res<T>,
+) -> Res<T> {
+    books_of_pid(pid, true)?.with(|b| f(b, devices::slot_for(b, pid, uuid)?))
+}
+
 /// Whether `pid` is this process's (the remembered slot's pid first: no
 /// system call once registered).
 #[inline]
