@@ -5,7 +5,8 @@
 #
 #   tests/readme.sh [README]
 #
-# A runnable block is a ```sh fence right after a line `<!-- runnable -->`.
+# A runnable block is a ```sh fence right after a line `<!-- runnable -->`;
+# every other ```sh fence must follow `<!-- not runnable: <why> -->`.
 # Each runs on its own (`bash -euo pipefail`, as a reader pastes it) from the
 # repository root, with a private ACCELERATOR_STATE_DIR and TMPDIR that are
 # removed afterwards. A block must not depend on another block's variables.
@@ -22,6 +23,10 @@ trap 'rm -rf "$work"' EXIT
 # ---- the runnable blocks
 awk -v dir="$work" '
   /^<!-- runnable -->$/ { marked = NR; next }
+  /^<!-- not runnable: .+ -->$/ { excused = NR; next }
+  !inblock && /^```(sh|bash)/ && !(marked && NR == marked + 1) && !(excused && NR == excused + 1) {
+    printf "line %d: a ```sh block marked neither <!-- runnable --> nor <!-- not runnable: why -->\n", NR; bad = 1
+  }
   marked && NR == marked + 1 {
     if ($0 !~ /^```(sh|bash)$/) { printf "line %d: <!-- runnable --> not followed by a ```sh fence\n", NR; bad = 1 }
     else { n++; inblock = 1; out = sprintf("%s/block%02d.sh", dir, n); printf "" > out;
