@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README.md cannot rot: run every command block it marks as runnable, check
-# that every relative link in README.md and docs/ names a file that exists,
-# and that `make help` lists every .PHONY target.
+# that every relative link in README.md, CHANGELOG.md and docs/ names a file
+# (and heading) that exists, and that `make help` lists every .PHONY target.
 #
 #   tests/readme.sh [README]
 #
@@ -56,19 +56,40 @@ for b in "${blocks[@]}"; do
   fi
 done
 
-# ---- relative links in README.md and docs/
-for md in "$readme" $(git ls-files 'docs/*.md' 'docs/**/*.md' 2>/dev/null | sort -u); do
-  base=$(dirname "$md")
-  grep -o '](\([^)#:]*\)\(#[^)]*\)\?)' "$md" | sed 's/^](//; s/)$//; s/#.*//' | sort -u |
-    while read -r target; do
-      [ -n "$target" ] || continue
-      [ -e "$base/$target" ] || echo "$md: link to $target: no such file"
-    done
-done > "$work/links"
+# ---- relative links (and their #anchors) in README.md, CHANGELOG.md and docs/
+python3 - "$readme" CHANGELOG.md $(git ls-files 'docs/*.md' 'docs/**/*.md' | sort -u) > "$work/links" <<'PY'
+import os, re, sys
+
+def slugs(path):
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to -."""
+    out, seen, fence = set(), {}, False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fence = not fence
+        m = None if fence else re.match(r"#{1,6} +(.*?) *#* *$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+for md in sys.argv[1:]:
+    text = re.sub(r"```.*?```", "", open(md, encoding="utf-8").read(), flags=re.S)
+    for target in sorted(set(re.findall(r"\]\(([^)\s]+)\)", text))):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        full = os.path.normpath(os.path.join(os.path.dirname(md), path)) if path else md
+        if not os.path.exists(full):
+            print(f"{md}: link to {target}: no such file")
+        elif anchor and full.endswith(".md") and anchor not in slugs(full):
+            print(f"{md}: link to {target}: no heading #{anchor} in {full}")
+PY
 if [ -s "$work/links" ]; then
   fail "dangling links:"; sed 's/^/    /' "$work/links"
 else
-  echo "ok   every relative link in $readme and docs/ names an existing file"
+  echo "ok   every relative link in $readme, CHANGELOG.md and docs/ names an existing file and heading"
 fi
 
 # ---- make help lists every .PHONY target
