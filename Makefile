@@ -1,4 +1,4 @@
-# libaccelerator.so and friends. README.md lists the targets; the two that
+# libaccelerator.so and friends. `make help` lists the targets; the two that
 # matter on a fresh machine are `make run` and `make test`.
 
 CARGO    ?= cargo
@@ -11,7 +11,7 @@ VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kin
 TEST_STATE = $(shell mktemp -d /tmp/accelerator-test.XXXXXX)
 
 VENDORS  := stub ascend nvidia
-.PHONY: all $(VENDORS) run test test-run test-valgrind check-headers headers lint cargo-test \
+.PHONY: all help $(VENDORS) run test test-run test-valgrind check-headers headers lint cargo-test \
         install clean FORCE
 
 all: $(BUILD)/libaccelerator.so
@@ -61,7 +61,7 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/*.h include/accelerator.h
 TEST_RUN_EXTRA :=
 VALGRIND_EXTRA :=
 -include vendors/*/vendor.mk limiter/limiter.mk hook/hook.mk go/go.mk packaging/packaging.mk probe/probe.mk \
-         c-tests/v2/v2.mk gpu-kit/gpu-kit.mk
+         c-tests/v2/v2.mk gpu-kit/gpu-kit.mk tests/readme.mk
 
 # The limiter's records reach every vendor's per-process functions: run
 # against the stub and against each vendor's fake driver.
@@ -102,3 +102,58 @@ clean:
 	rm -rf $(BUILD) target
 
 FORCE:
+
+# `make help`: every target, one line each. tests/readme.sh (make test-readme)
+# fails when a .PHONY target has no line here.
+define HELP
+Build
+  all (default)         build/libaccelerator.so (stub vendor) and build/libcuda_limiter.so
+  stub, nvidia, ascend  build/libaccelerator_<vendor>.so, one Cargo feature each
+  limiter               build/liblimiter.so (and include/limiter.h)
+  hook                  build/libcuda_limiter.so, the CUDA preload hook
+  headers               regenerate the cbindgen headers in include/
+  gpu-kit               build/gpu-kit/, the GPU verification kit to copy to a GPU machine
+  clean                 remove build/ and target/
+Run
+  run                   the probe against the stub build
+  help                  this list
+Test (all part of `make test` unless marked)
+  test                  everything CI runs: lint, cargo-test, check-headers, test-run, test-valgrind
+  lint                  cargo fmt --check and clippy -D warnings, for every feature
+  cargo-test            the Rust unit and integration tests
+  check-headers         the committed include/ headers are what cbindgen generates
+  test-run              the C suites, Go, probe, install, GPU kit and README tests below
+  test-valgrind         the C suites under valgrind memcheck
+  test-usage-merge      the limiter's records in each vendor's process listings
+  test-nvidia           the NVIDIA vendor against its fake NVML and CUDA driver
+  test-ascend           the Ascend vendor against its fake DCMI
+  test-nvidia-valgrind, test-ascend-valgrind  the same under valgrind
+  test-link             each vendor build linked by -l and by path from a copy of build/
+  test-v2-layout        every size and offset of the v2 ABI
+  test-v2               the v2 Accel* suite for stub, NVIDIA and Ascend builds
+  test-v2-own-worker    v2 limits without ACCELERATOR_WORKER_ID bind the calling process
+  test-v2-valgrind      the v2 suite under valgrind
+  test-v2-go            go/purego, the hypervisor's loader, under -race for each vendor
+  test-go               the Go binding (cgo): go vet and go test -race
+  test-probe            the probe's text, --json and --watch output
+  valgrind-probe        the probe under valgrind
+  limiter-test          liblimiter: exports, limits, SIGKILLs, pid namespaces, state faults
+  limiter-valgrind      the limiter suites under valgrind
+  hook-test             the CUDA hook: three apps on the fake driver, directly and in pid namespaces
+  hook-valgrind         the hook suite under valgrind
+  compute-test          compute limits: launch throttling on the fake driver's simulated device
+  sampler-fork-test     the host compute sampler across fork() from a threaded host
+  install-test          install into a temporary DESTDIR, build C and Go against it via pkg-config
+  test-gpu-kit          the GPU kit against the fake NVML and CUDA libraries
+  test-readme           README's runnable commands, the docs' links, this list
+Benchmarks (not part of `make test`)
+  bench                 the limiter's hot path, the NVIDIA vendor and the CUDA hook
+  bench-nvidia          the NVIDIA vendor against its fakes
+  hook-bench            the CUDA hook's added cost per allocation, lookup and launch
+Packaging
+  install               install (PREFIX, DESTDIR, LIBDIR, INSTALL_VENDOR=stub|nvidia|ascend)
+  uninstall             remove what install put there
+  dist                  build/accelerator-<version>.tar.gz, a relocatable tree of every vendor build
+endef
+help:
+	$(info $(HELP))@:

@@ -1,5 +1,5 @@
 # `make gpu-kit`: build/gpu-kit/, a self-contained directory to copy to a GPU
-# machine and run there with ./run.sh (see README "GPU verification kit").
+# machine and run there with ./run.sh (see docs/hardware/README.md).
 # `test-gpu-kit` (in `make test`) runs the same kit against the fake NVML and
 # CUDA libraries, including the "not available" cases, and greps it for
 # device-changing calls.

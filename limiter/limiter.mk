@@ -1,7 +1,7 @@
 # liblimiter.so: included by the top-level Makefile.
 #
 #   make limiter   build/liblimiter.so (and include/limiter.h)
-#   make bench     the hot-path benchmark table (README, "Limiter")
+#   make bench     the hot-path benchmark table (docs/limiter.md)
 #
 # Its C tests join `make test` through TEST_RUN_EXTRA and VALGRIND_EXTRA.
 
