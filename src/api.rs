@@ -18,8 +18,11 @@ pub fn active() -> Res<&'static dyn Vendor> {
     vendor()
 }
 
+/// The vendor's devices, with what it left unknown filled from PCI.
 pub fn devices() -> Res<Vec<DeviceInfo>> {
-    vendor()?.devices()
+    let mut all = vendor()?.devices()?;
+    crate::pci::report::enrich(&mut all, crate::pci::devices());
+    Ok(all)
 }
 
 /// A device index from C: negative is INVALID_PARAM, past the end NOT_FOUND.
