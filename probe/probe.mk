@@ -13,3 +13,18 @@ valgrind-probe: $(BUILD)/libaccelerator.so $(BUILD)/probe
 	  $(BUILD)/libaccelerator.so > /dev/null
 
 VALGRIND_EXTRA += valgrind-probe
+
+# PCI discovery on fake sysfs trees of real machines (c-tests/pci/mktrees.py):
+# every vendor build's choice, errors and probe --pci output, and probe
+# --json against docs/device.schema.json (Python jsonschema).
+PCI_TREES := $(BUILD)/pci-trees
+$(PCI_TREES)/.stamp: c-tests/pci/mktrees.py
+	python3 $< $(PCI_TREES)
+	touch $@
+
+.PHONY: test-pci
+test-pci: $(PCI_TREES)/.stamp $(BUILD)/probe $(BUILD)/libaccelerator.so \
+          $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS)
+	probe/test_pci.sh $(BUILD)/probe $(PCI_TREES) $(BUILD)
+
+TEST_RUN_EXTRA += test-pci

@@ -159,14 +159,14 @@ fn open_named(name: &str, pci: &[PciDevice]) -> Res<Active> {
 /// A vendor without its driver: no devices, and the reason, with what
 /// PCI shows, in every error it returns.
 fn absent(name: &'static str, why: &str, pci: &[PciDevice]) -> Active {
-    let why = report::explain(name, why, pci);
-    log_at!(Warn, "vendor {why}");
+    let explained = report::explain(name, why, pci);
+    log_at!(Warn, "vendor {explained}");
     Active {
         vendor: Box::new(Absent {
             name,
-            why: why.clone(),
+            why: explained,
         }),
-        why: Some(why),
+        why: Some(why.to_string()),
     }
 }
 
