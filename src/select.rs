@@ -184,9 +184,13 @@ fn warn_mismatches(a: &Active, pci: &[PciDevice]) {
         return;
     }
     for r in report::rows(&view(a, &devices), pci) {
-        if r.state.mismatch() && a.why.is_none() {
-            let at = r.pci.as_ref().map_or("-", |p| p.address.as_str());
-            log_at!(Warn, "pci {at}: {}; fix: {}", r.note, r.fix);
+        if !r.state.mismatch() || a.why.is_some() {
+            continue;
+        }
+        match &r.pci {
+            Some(p) => log_at!(Warn, "pci {}: {}; fix: {}", p.address, r.note, r.fix),
+            // A sysfs without the device (a container's) hides nothing.
+            None => log_at!(Info, "pci: {}; fix: {}", r.note, r.fix),
         }
     }
 }
