@@ -106,37 +106,71 @@ fn open_auto(pci: &[PciDevice]) -> Res<Active> {
         let open = STUB.ok_or_else(|| Error::Internal("no vendor compiled in".into()))?;
         return open().map(found);
     }
-    // Vendors whose hardware is on the bus first (a stable sort keeps REAL's order).
-    let mut order: Vec<&(&str, Opener)> = REAL.iter().collect();
-    order.sort_by_key(|(name, _)| !on_pci(pci, name));
-    let mut fallback = None;
-    let mut failed: Vec<(&str, String)> = Vec::new();
-    for &&(name, open) in &order {
+    let names: Vec<&'static str> = REAL.iter().map(|(n, _)| *n).collect();
+    let mut loaded_empty = None;
+    let mut failed: Vec<(&'static str, String)> = Vec::new();
+    for name in try_order(&names, pci) {
+        let Some(&(_, open)) = REAL.iter().find(|(n, _)| *n == name) else {
+            continue;
+        };
         match open() {
             Ok(v) => match v.devices() {
                 Ok(d) if !d.is_empty() => return Ok(found(v)),
                 Ok(_) => {
                     log_at!(Info, "vendor {name}: driver loaded but reports no devices");
-                    fallback.get_or_insert(v);
+                    loaded_empty.get_or_insert(v);
                 }
                 Err(e) => failed.push((name, e.to_string())),
             },
             Err(e) => failed.push((name, e.to_string())),
         }
     }
-    // A vendor whose hardware PCI shows but whose library failed explains
-    // why rather than a loaded vendor with nothing to show.
-    if let Some((name, why)) = failed.iter().find(|(n, _)| on_pci(pci, n)) {
-        return Ok(absent(name, why, pci));
+    match without_devices(&failed, loaded_empty.is_some(), names[0], pci) {
+        Fallback::Loaded => {
+            Ok(found(loaded_empty.ok_or_else(|| {
+                Error::Internal("no loaded vendor to fall back on".into())
+            })?))
+        }
+        Fallback::Absent(name, why) => Ok(absent(name, &why, pci)),
     }
-    if let Some(v) = fallback {
-        return Ok(found(v));
+}
+
+/// The order vendors are tried in: those whose hardware PCI shows first,
+/// then the rest, each group in the compiled order.
+fn try_order(names: &[&'static str], pci: &[PciDevice]) -> Vec<&'static str> {
+    let mut order = names.to_vec();
+    order.sort_by_key(|name| !on_pci(pci, name)); // stable
+    order
+}
+
+#[derive(Debug, PartialEq)]
+enum Fallback {
+    /// The vendor whose library loaded and listed nothing.
+    Loaded,
+    /// A vendor without its driver, and why.
+    Absent(&'static str, String),
+}
+
+/// When no vendor lists devices: a vendor whose hardware PCI shows but
+/// whose library failed explains itself, rather than a loaded vendor with
+/// nothing to show; else the loaded one; else the first that failed.
+fn without_devices(
+    failed: &[(&'static str, String)],
+    loaded: bool,
+    first: &'static str,
+    pci: &[PciDevice],
+) -> Fallback {
+    if let Some((name, why)) = failed.iter().find(|(n, _)| on_pci(pci, n)) {
+        return Fallback::Absent(name, why.clone());
+    }
+    if loaded {
+        return Fallback::Loaded;
     }
     let (name, why) = failed
         .first()
         .cloned()
-        .unwrap_or((REAL[0].0, "no devices".into()));
-    Ok(absent(name, &why, pci))
+        .unwrap_or((first, "no devices".into()));
+    Fallback::Absent(name, why)
 }
 
 fn open_named(name: &str, pci: &[PciDevice]) -> Res<Active> {
@@ -263,5 +297,74 @@ impl Absent {
 
     fn no_uuid(&self, uuid: &str) -> Error {
         Error::NotFound(format!("device {uuid:?}: no devices ({})", self.why))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pci::vendors;
+
+    fn on_bus(vendor: u16) -> PciDevice {
+        PciDevice {
+            address: "0000:3b:00.0".into(),
+            vendor_id: vendor,
+            device_id: 0xd801,
+            class: 0x120000,
+            vendor: vendors::by_id(vendor).unwrap(),
+            numa_node: 0,
+            current_link: Default::default(),
+            max_link: Default::default(),
+            iommu_group: None,
+            driver: None,
+            sriov_total_vfs: 0,
+            sriov_num_vfs: 0,
+            physfn: None,
+        }
+    }
+
+    #[test]
+    fn vendors_whose_hardware_is_on_the_bus_are_tried_first() {
+        let names = ["nvidia", "ascend", "amd"];
+        assert_eq!(try_order(&names, &[]), names);
+        assert_eq!(
+            try_order(&names, &[on_bus(0x19e5)]),
+            ["ascend", "nvidia", "amd"]
+        );
+        assert_eq!(
+            try_order(&names, &[on_bus(0x1002), on_bus(0x10de)]),
+            ["nvidia", "amd", "ascend"]
+        );
+    }
+
+    #[test]
+    fn without_devices_the_hardware_on_the_bus_explains_itself() {
+        let failed = [
+            ("nvidia", "no NVML".to_string()),
+            ("ascend", "no DCMI".to_string()),
+        ];
+        // Huawei NPUs on the bus: DCMI's failure is the answer, not NVIDIA's.
+        assert_eq!(
+            without_devices(&failed, false, "nvidia", &[on_bus(0x19e5)]),
+            Fallback::Absent("ascend", "no DCMI".into())
+        );
+        // ... even when another vendor's library loaded with nothing to show.
+        assert_eq!(
+            without_devices(&failed[1..], true, "nvidia", &[on_bus(0x19e5)]),
+            Fallback::Absent("ascend", "no DCMI".into())
+        );
+        // Nothing on the bus: a library that loaded wins, else the first failure.
+        assert_eq!(
+            without_devices(&failed[1..], true, "nvidia", &[]),
+            Fallback::Loaded
+        );
+        assert_eq!(
+            without_devices(&failed, false, "nvidia", &[]),
+            Fallback::Absent("nvidia", "no NVML".into())
+        );
+        assert_eq!(
+            without_devices(&[], false, "nvidia", &[]),
+            Fallback::Absent("nvidia", "no devices".into())
+        );
     }
 }

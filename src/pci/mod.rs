@@ -117,8 +117,12 @@ fn read_device(dir: &Path, address: &str) -> Option<PciDevice> {
         max_link: link(dir, "max"),
         iommu_group: link_name(dir, "iommu_group").and_then(|g| g.parse().ok()),
         driver: link_name(dir, "driver"),
-        sriov_total_vfs: attr(dir, "sriov_totalvfs").and_then(|s| s.parse().ok()).unwrap_or(0),
-        sriov_num_vfs: attr(dir, "sriov_numvfs").and_then(|s| s.parse().ok()).unwrap_or(0),
+        sriov_total_vfs: attr(dir, "sriov_totalvfs")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        sriov_num_vfs: attr(dir, "sriov_numvfs")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
         physfn: link_name(dir, "physfn"),
     })
 }
@@ -159,7 +163,14 @@ fn link(dir: &Path, which: &str) -> LinkState {
 fn on_root_bus(dir: &Path) -> bool {
     fs::canonicalize(dir)
         .ok()
-        .and_then(|p| Some(p.parent()?.file_name()?.to_string_lossy().starts_with("pci")))
+        .and_then(|p| {
+            Some(
+                p.parent()?
+                    .file_name()?
+                    .to_string_lossy()
+                    .starts_with("pci"),
+            )
+        })
         .unwrap_or(false)
 }
 
@@ -238,13 +249,19 @@ mod tests {
                 ("sriov_totalvfs", "32"),
                 ("sriov_numvfs", "2"),
             ],
-            &[("driver", "bus/pci/drivers/nvidia"), ("iommu_group", "kernel/iommu_groups/17")],
+            &[
+                ("driver", "bus/pci/drivers/nvidia"),
+                ("iommu_group", "kernel/iommu_groups/17"),
+            ],
         );
         let d = scan(&t.0);
         assert_eq!(d.len(), 1);
         let d = &d[0];
         assert_eq!(d.address, "0000:18:00.0");
-        assert_eq!((d.vendor_id, d.device_id, d.class), (0x10de, 0x2330, 0x030200));
+        assert_eq!(
+            (d.vendor_id, d.device_id, d.class),
+            (0x10de, 0x2330, 0x030200)
+        );
         assert_eq!(d.vendor.name, "NVIDIA");
         assert_eq!(d.numa_node, 1);
         assert_eq!((d.current_link.gen(), d.current_link.width), (4, 8));
@@ -259,20 +276,57 @@ mod tests {
     fn leaves_out_what_is_not_an_accelerator() {
         let t = Tree::new("filter");
         let dev = |v: &'static str, d: &'static str, c: &'static str| {
-            [("vendor", v), ("device", d), ("class", c), ("numa_node", "-1")]
+            [
+                ("vendor", v),
+                ("device", d),
+                ("class", c),
+                ("numa_node", "-1"),
+            ]
         };
         // Laptop iGPU on the root bus, an NVSwitch (a bridge), an NVIDIA
         // audio function, a HiSilicon ZIP engine, a BMC's VGA.
-        t.add("pci0000:00/0000:00:02.0", &dev("0x8086", "0xa7a0", "0x030000"), &[]);
-        t.add("pci0000:00/0000:00:03.0/0000:07:00.0", &dev("0x10de", "0x22a3", "0x068000"), &[]);
-        t.add("pci0000:00/0000:00:03.0/0000:08:00.1", &dev("0x10de", "0x22ba", "0x040300"), &[]);
-        t.add("pci0000:00/0000:00:04.0/0000:09:00.0", &dev("0x19e5", "0xa250", "0x120000"), &[]);
-        t.add("pci0000:00/0000:00:05.0/0000:0a:00.0", &dev("0x1a03", "0x2000", "0x030000"), &[]);
+        t.add(
+            "pci0000:00/0000:00:02.0",
+            &dev("0x8086", "0xa7a0", "0x030000"),
+            &[],
+        );
+        t.add(
+            "pci0000:00/0000:00:03.0/0000:07:00.0",
+            &dev("0x10de", "0x22a3", "0x068000"),
+            &[],
+        );
+        t.add(
+            "pci0000:00/0000:00:03.0/0000:08:00.1",
+            &dev("0x10de", "0x22ba", "0x040300"),
+            &[],
+        );
+        t.add(
+            "pci0000:00/0000:00:04.0/0000:09:00.0",
+            &dev("0x19e5", "0xa250", "0x120000"),
+            &[],
+        );
+        t.add(
+            "pci0000:00/0000:00:05.0/0000:0a:00.0",
+            &dev("0x1a03", "0x2000", "0x030000"),
+            &[],
+        );
         // What stays: an Ascend NPU, an MI300X, and an NVIDIA GPU a cloud
         // VM puts on its root bus (a 3D controller, not integrated).
-        t.add("pci0000:00/0000:00:06.0/0000:3b:00.0", &dev("0x19e5", "0xd801", "0x120000"), &[]);
-        t.add("pci0000:00/0000:00:07.0/0000:0c:00.0", &dev("0x1002", "0x74a1", "0x120000"), &[]);
-        t.add("pci0000:00/0000:00:04.0", &dev("0x10de", "0x20b0", "0x030200"), &[]);
+        t.add(
+            "pci0000:00/0000:00:06.0/0000:3b:00.0",
+            &dev("0x19e5", "0xd801", "0x120000"),
+            &[],
+        );
+        t.add(
+            "pci0000:00/0000:00:07.0/0000:0c:00.0",
+            &dev("0x1002", "0x74a1", "0x120000"),
+            &[],
+        );
+        t.add(
+            "pci0000:00/0000:00:04.0",
+            &dev("0x10de", "0x20b0", "0x030200"),
+            &[],
+        );
         let got: Vec<String> = scan(&t.0).into_iter().map(|d| d.address).collect();
         assert_eq!(got, ["0000:00:04.0", "0000:0c:00.0", "0000:3b:00.0"]);
     }
@@ -308,9 +362,18 @@ mod tests {
 
     #[test]
     fn bus_ids_normalize_to_the_sysfs_form() {
-        assert_eq!(normalize_address("00000000:3B:00.0").as_deref(), Some("0000:3b:00.0"));
-        assert_eq!(normalize_address("0000:86:00.0").as_deref(), Some("0000:86:00.0"));
-        assert_eq!(normalize_address("3b:00.1").as_deref(), Some("0000:3b:00.1"));
+        assert_eq!(
+            normalize_address("00000000:3B:00.0").as_deref(),
+            Some("0000:3b:00.0")
+        );
+        assert_eq!(
+            normalize_address("0000:86:00.0").as_deref(),
+            Some("0000:86:00.0")
+        );
+        assert_eq!(
+            normalize_address("3b:00.1").as_deref(),
+            Some("0000:3b:00.1")
+        );
         assert_eq!(normalize_address(""), None);
         assert_eq!(normalize_address("stub-device-0"), None);
     }

@@ -94,7 +94,10 @@ pub fn enrich(devices: &mut [DeviceInfo], pci: &[PciDevice]) {
 /// A PCI record as property keys and values.
 pub fn props(p: &PciDevice) -> Vec<(String, String)> {
     let mut out = vec![
-        ("pci.vendor_id".to_string(), format!("0x{:04x}", p.vendor_id)),
+        (
+            "pci.vendor_id".to_string(),
+            format!("0x{:04x}", p.vendor_id),
+        ),
         ("pci.device_id".into(), format!("0x{:04x}", p.device_id)),
         ("pci.class".into(), format!("0x{:06x}", p.class)),
         ("pci.driver".into(), p.driver_name().to_string()),
@@ -126,7 +129,11 @@ pub fn rows(active: &Active, pci: &[PciDevice]) -> Vec<Row> {
             .iter()
             .position(|b| b.as_deref() == Some(p.address.as_str()));
         let (state, note, fix) = match found {
-            Some(_) => (State::Listed, format!("listed by {}", active.module), String::new()),
+            Some(_) => (
+                State::Listed,
+                format!("listed by {}", active.module),
+                String::new(),
+            ),
             None => unlisted(active, p),
         };
         out.push(Row {
@@ -138,11 +145,18 @@ pub fn rows(active: &Active, pci: &[PciDevice]) -> Vec<Row> {
         });
     }
     for (d, id) in active.devices.iter().zip(&ids) {
-        if id.as_ref().is_some_and(|a| pci.iter().any(|p| &p.address == a)) {
+        if id
+            .as_ref()
+            .is_some_and(|a| pci.iter().any(|p| &p.address == a))
+        {
             continue;
         }
         let (state, note, fix) = if active.module == "stub" {
-            (State::Simulated, "simulated by the stub".into(), String::new())
+            (
+                State::Simulated,
+                "simulated by the stub".into(),
+                String::new(),
+            )
         } else {
             let at = id.as_deref().unwrap_or("(no bus id from the driver)");
             (
@@ -186,10 +200,17 @@ fn unlisted(active: &Active, p: &PciDevice) -> (State, String, String) {
     let driver = p.driver_name();
     let want = v.kernel_driver;
     if driver == "vfio-pci" {
-        let of = p.physfn.as_deref().map(|pf| format!(" (a VF of {pf})")).unwrap_or_default();
+        let of = p
+            .physfn
+            .as_deref()
+            .map(|pf| format!(" (a VF of {pf})"))
+            .unwrap_or_default();
         return (
             State::PassedThrough,
-            format!("bound to vfio-pci{of}: passed through to a VM, not seen by {}", v.library),
+            format!(
+                "bound to vfio-pci{of}: passed through to a VM, not seen by {}",
+                v.library
+            ),
             format!(
                 "nothing if a VM uses it; else: echo {a} > /sys/bus/pci/drivers/vfio-pci/unbind; \
                  echo {a} > /sys/bus/pci/drivers/{want}/bind"
@@ -212,7 +233,10 @@ fn unlisted(active: &Active, p: &PciDevice) -> (State, String, String) {
     } else if let Some(why) = active.why {
         (
             format!("bound to {driver}, but {} is not usable: {why}", v.library),
-            format!("install {} or point the library at it (see docs/pci.md)", v.library),
+            format!(
+                "install {} or point the library at it (see docs/pci.md)",
+                v.library
+            ),
         )
     } else {
         (
@@ -281,7 +305,11 @@ pub fn explain(module: &str, why: &str, pci: &[PciDevice]) -> String {
     };
     let mine: Vec<&PciDevice> = pci.iter().filter(|p| p.vendor.id == v.id).collect();
     if mine.is_empty() {
-        return format!("{module}: {why}; PCI shows no {} devices; {}", v.name, summary(pci));
+        return format!(
+            "{module}: {why}; PCI shows no {} devices; {}",
+            v.name,
+            summary(pci)
+        );
     }
     let mut msg = format!("{module}: {why}; PCI shows {}", describe(&mine));
     if !v.kernel_driver.is_empty() && !mine.iter().any(|p| p.driver_name() == v.kernel_driver) {
@@ -389,10 +417,24 @@ mod tests {
             ]
         );
         assert_eq!(rows[0].device, Some((0, "GPU-0".into())));
-        assert!(rows[1].note.contains("NVML does not list it"), "{}", rows[1].note);
-        assert!(rows[2].fix.starts_with("nothing if a VM uses it"), "{}", rows[2].fix);
-        assert!(rows[3].fix.contains("libaccelerator_amd.so"), "{}", rows[3].fix);
+        assert!(
+            rows[1].note.contains("NVML does not list it"),
+            "{}",
+            rows[1].note
+        );
+        assert!(
+            rows[2].fix.starts_with("nothing if a VM uses it"),
+            "{}",
+            rows[2].fix
+        );
+        assert!(
+            rows[3].fix.contains("libaccelerator_amd.so"),
+            "{}",
+            rows[3].fix
+        );
         assert!(rows[4].note.contains("0000:af:00.0"), "{}", rows[4].note);
-        assert!(rows.iter().all(|r| !r.fix.contains('\n') && !r.note.contains('\n')));
+        assert!(rows
+            .iter()
+            .all(|r| !r.fix.contains('\n') && !r.note.contains('\n')));
     }
 }

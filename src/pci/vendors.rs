@@ -118,5 +118,7 @@ pub fn by_id(id: u16) -> Option<&'static KnownVendor> {
 
 /// The vendor a vendor module serves ("nvidia" → NVIDIA).
 pub fn by_module(module: &str) -> Option<&'static KnownVendor> {
-    KNOWN.iter().find(|v| !v.module.is_empty() && v.module == module)
+    KNOWN
+        .iter()
+        .find(|v| !v.module.is_empty() && v.module == module)
 }

@@ -94,4 +94,3 @@ pub fn max_partitions(dev_aicore: u32, spec: Option<&ChipSpec>) -> u32 {
     spec.and_then(|s| s.templates.iter().map(|t| t.aicore).min())
         .map_or(0, |m| (dev_aicore / m.max(1)).min(MAX_VDEVS))
 }
-

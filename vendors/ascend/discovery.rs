@@ -1,9 +1,9 @@
 //! Device discovery: DCMI's cards and the NPUs on each, in logical-ID order,
 //! with UUIDs derived from each chip's die ID (never from enumeration order).
 
+use super::chips::{self, ChipSpec};
 use super::dcmi::{c_str, Dcmi, Feature, FREQ_AICORE_MAX, FREQ_HBM};
 use super::error::AscendError;
-use super::chips::{self, ChipSpec};
 use crate::log::log_at;
 use crate::vendor::{Capabilities, DeviceInfo, DeviceProps};
 use accel_common::Res;

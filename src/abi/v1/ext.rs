@@ -6,8 +6,8 @@ use super::types::{AcceleratorPciDevice, ResultCode};
 use crate::abi::boundary::{
     call, call_void, fixed_from, last_error_code, last_error_ptr, out, out_slice,
 };
-use crate::pci::report::Row;
 use crate::log::{self, AcceleratorLogCallback};
+use crate::pci::report::Row;
 use libc::c_char;
 use std::ffi::CString;
 use std::sync::OnceLock;
