@@ -100,8 +100,10 @@ pub fn props(p: &PciDevice) -> Vec<(String, String)> {
         ),
         ("pci.device_id".into(), format!("0x{:04x}", p.device_id)),
         ("pci.class".into(), format!("0x{:06x}", p.class)),
-        ("pci.driver".into(), p.driver_name().to_string()),
     ];
+    if let Some(driver) = &p.driver {
+        out.push(("pci.driver".into(), driver.clone()));
+    }
     let mut link = |k: &str, l: &super::LinkState| {
         if l.width > 0 {
             out.push((k.into(), format!("{} GT/s x{}", l.speed_gts, l.width)));
