@@ -108,6 +108,11 @@ assert d['devices'][1]['pci']['sriov']=={'totalVfs':32,'numVfs':2,'physfn':''}" 
 run vm-host nvidia nodriver --pci
 has vm-host "PCI shows 2 NVIDIA devices at 0000:3b:00.0, 0000:86:00.0, bound to vfio-pci; the NVIDIA driver is not in use"
 
+# --- the NVIDIA driver not loaded: GPUs with no driver bound.
+run no-driver nvidia nodriver --pci
+has no-driver "PCI shows 2 NVIDIA devices at 0000:3b:00.0, 0000:86:00.0, with no driver bound; the NVIDIA driver is not in use"
+count no-driver "not-listed: no kernel driver bound. Fix: load the nvidia kernel driver (modprobe nvidia)" 2
+
 # The library's own error (as the hypervisor sees it through dlopen): a
 # device call fails NOT_FOUND, naming what PCI shows and what is missing.
 ACCELERATOR_SYSFS_ROOT="$trees/vm-host" ACCELERATOR_NVML_PATH=/nonexistent/libnvidia-ml.so.1 \

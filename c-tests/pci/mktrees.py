@@ -110,12 +110,13 @@ def fake_nvidia(t, vfio):
         t.fn(rp + "/0000:%s:00.0" % bus, 0x10de, 0x2330, 0x030200, "vfio-pci", 1, (5, 16))
 
 
-def vm_host(t):
-    """A host whose only two GPUs are bound to vfio-pci for VMs."""
+def two_h100(t, driver):
+    """A host with two H100 PCIe GPUs, bound to `driver` (vfio-pci: a VM
+    host; None: the NVIDIA driver not loaded yet)."""
     for bus, numa in [("3b", 0), ("86", 1)]:
         host = "00" if numa == 0 else "80"
         rp = t.bridge("pci0000:%s/0000:%s:01.0" % (host, host), 0x8086, 0x352a, numa)
-        t.fn(rp + "/0000:%s:00.0" % bus, 0x10de, 0x2330, 0x030200, "vfio-pci", numa, (5, 16))
+        t.fn(rp + "/0000:%s:00.0" % bus, 0x10de, 0x2331, 0x030200, driver, numa, (5, 16))
 
 
 def mi300x(t):
@@ -158,7 +159,8 @@ MACHINES = {
     "hgx-h100": hgx_h100,
     "nvidia-fake": lambda t: fake_nvidia(t, False),
     "vfio": lambda t: fake_nvidia(t, True),
-    "vm-host": vm_host,
+    "vm-host": lambda t: two_h100(t, "vfio-pci"),
+    "no-driver": lambda t: two_h100(t, None),
     "mi300x": mi300x,
     "ascend910": ascend910,
     "laptop": laptop,
