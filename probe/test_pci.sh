@@ -105,6 +105,29 @@ run vfio nvidia fake --json
 json "r=[x for x in d['pci'] if x['state']=='passed-through']; assert len(r)==4; \
 assert r[0]['record']['sriov']['physfn']=='0000:3b:00.0'; \
 assert d['devices'][1]['pci']['sriov']=={'totalVfs':32,'numVfs':2,'physfn':''}" "vfio: rows"
+# The v2 ABI (the hypervisor's, dlopen RTLD_NOW|RTLD_GLOBAL) carries the
+# record as pci.* properties and the NUMA node the fake NVML does not give.
+env ACCELERATOR_SYSFS_ROOT="$trees/vfio" ACCELERATOR_LOG=error ACCELERATOR_STATE_DIR="$state/s" \
+  $(want=nvidia; env_of) python3 - "$B/libaccelerator_nvidia.so" <<'PY' ||
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+assert lib.AccelInit() == 0
+SIZE, PROPS, KV = 20976, 472, 320          # ABI-v2.md: ExtendedDeviceInfo, props, DevicePropertyKV
+buf, n = ctypes.create_string_buffer(SIZE * 4), ctypes.c_size_t()
+assert lib.AccelGetAllDevices(buf, 4, ctypes.byref(n)) == 0 and n.value == 2, n.value
+raw = buf.raw[SIZE:2 * SIZE]               # device 1: the fake's A40 (NUMA not supported)
+count = int.from_bytes(raw[PROPS + 64 * KV:PROPS + 64 * KV + 8], "little")
+cstr = lambda b: b.split(b"\0")[0].decode()
+props = {cstr(raw[PROPS + j * KV:PROPS + j * KV + 64]): cstr(raw[PROPS + j * KV + 64:PROPS + (j + 1) * KV])
+         for j in range(count)}
+assert int.from_bytes(raw[436:440], "little", signed=True) == 0, "numaNode from PCI"
+want = {"pci.vendor_id": "0x10de", "pci.device_id": "0x2235", "pci.class": "0x030200",
+        "pci.driver": "nvidia", "pci.link.max": "16 GT/s x16", "pci.iommu_group": "4",
+        "pci.sriov.total_vfs": "32", "pci.sriov.num_vfs": "2"}
+assert all(props.get(k) == v for k, v in want.items()), props
+PY
+  fail "vfio: v2 properties"
+
 run vm-host nvidia nodriver --pci
 has vm-host "PCI shows 2 NVIDIA devices at 0000:3b:00.0, 0000:86:00.0, bound to vfio-pci; the NVIDIA driver is not in use"
 
