@@ -43,6 +43,7 @@
   X(acceleratorGetLastError) X(acceleratorGetLastErrorCode)                    \
   X(acceleratorSetLogCallback)                                                 \
   X(acceleratorAbiVersion) X(acceleratorVendorName) X(getDeviceCount)          \
+  X(acceleratorVendorStatus) X(acceleratorGetPciDevices)                       \
   X(getDeviceInfo) X(freeExtendedDeviceInfo) X(getPartitionTemplates)          \
   X(freePartitionTemplates) X(getDeviceTopology)                               \
   X(freeExtendedDeviceTopology) X(assignPartition) X(removePartition)          \
@@ -312,6 +313,30 @@ static void test_extensions(void) {
   size_t n = 0;
   EXPECT_OK(A.GetDeviceCount(&n));
   CHECK(strcmp(lasterr(), "") == 0, "last error is \"\" after a success, got \"%s\"", lasterr());
+
+  /* The vendor's status and the PCI view joined with its devices: the
+   * stub's four appear as simulated rows whatever the machine's bus holds. */
+  const char *status = A.acceleratorVendorStatus();
+  CHECK(status && strncmp(status, "stub: 4 devices; PCI shows ", 27) == 0,
+        "acceleratorVendorStatus() == \"%s\"", status ? status : "(null)");
+  AcceleratorPciDevice rows[64];
+  size_t got = 99;
+  EXPECT_FAIL(A.acceleratorGetPciDevices(NULL, 64, &got), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.acceleratorGetPciDevices(rows, 0, &got), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.acceleratorGetPciDevices(rows, 64, NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_OK(A.acceleratorGetPciDevices(rows, 64, &got));
+  int simulated = 0;
+  for (size_t i = 0; i < got; i++) {
+    if (strcmp(rows[i].state, "simulated") != 0)
+      continue;
+    CHECK(rows[i].deviceIndex == simulated && !rows[i].mismatch && rows[i].address[0] == 0,
+          "PCI row %zu: stub device %d, no mismatch, no address", i, simulated);
+    simulated++;
+  }
+  CHECK(simulated == 4, "acceleratorGetPciDevices: %d simulated rows of %zu", simulated, got);
+  size_t one = 0;
+  EXPECT_OK(A.acceleratorGetPciDevices(rows, 1, &one));
+  CHECK(one == 1, "a 1-row buffer gets 1 row, got %zu", one);
 }
 
 static bool same_device(const ExtendedDeviceInfo *a, const ExtendedDeviceInfo *b) {

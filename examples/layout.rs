@@ -28,6 +28,7 @@ fn main() {
     layout!(MemoryUtilization: processId, deviceUUID, usedBytes, reservedBytes, utilizationPercent);
     layout!(DeviceMetrics: deviceUUID, powerUsageWatts, temperatureCelsius, pcieRxBytes, pcieTxBytes, smActivePercent, tensorCoreUsagePercent, memoryUsedBytes, memoryTotalBytes);
     layout!(ExtendedDeviceMetrics: deviceUUID, nvlinkBandwidthMBps, nvlinkCount, ibNicBandwidthMBps, ibNicCount, pcieBandwidthMBps, pcieLinkCount);
+    layout!(AcceleratorPciDevice: address, vendorId, deviceId, classCode, vendorName, numaNode, iommuGroup, currentLinkSpeedGTs, currentLinkWidth, maxLinkSpeedGTs, maxLinkWidth, driver, sriovTotalVfs, sriovNumVfs, physfn, deviceIndex, deviceUUID, state, mismatch, note, fix);
     layout!(IsolationMode:);
     layout!(ResultCode:);
 }

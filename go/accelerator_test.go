@@ -425,15 +425,22 @@ func TestProbeJSONAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s --json: %v", probe, err)
 	}
+	// The device kind, its metadata and PCI record are checked against
+	// docs/device.schema.json by probe/test_pci.sh.
 	type probeDevice struct {
 		Device
 		PartitionTemplates []PartitionTemplate `json:"partitionTemplates"`
+		Kind               string              `json:"kind"`
+		Metadata           json.RawMessage     `json:"metadata"`
+		PCI                json.RawMessage     `json:"pci"`
 	}
 	var doc struct {
 		Schema          string             `json:"schema"`
 		Library         string             `json:"library"`
 		Vendor          string             `json:"vendor"`
 		ABIVersion      uint32             `json:"abiVersion"`
+		VendorStatus    string             `json:"vendorStatus"`
+		PCI             []json.RawMessage  `json:"pci"`
 		Devices         []probeDevice      `json:"devices"`
 		Topology        DeviceTopologyInfo `json:"topology"`
 		Metrics         []Metrics          `json:"metrics"`
@@ -448,8 +455,9 @@ func TestProbeJSONAgrees(t *testing.T) {
 	if err := dec.Decode(&doc); err != nil {
 		t.Fatalf("probe JSON does not follow accelerator-probe/1: %v\n%s", err, out)
 	}
-	if doc.Schema != "accelerator-probe/1" || doc.Vendor != "stub" || doc.ABIVersion != ABIVersion {
-		t.Fatalf("probe header: %s %s %d", doc.Schema, doc.Vendor, doc.ABIVersion)
+	if doc.Schema != "accelerator-probe/1" || doc.Vendor != "stub" || doc.ABIVersion != ABIVersion ||
+		!strings.HasPrefix(doc.VendorStatus, "stub: 4 devices") {
+		t.Fatalf("probe header: %s %s %d %q", doc.Schema, doc.Vendor, doc.ABIVersion, doc.VendorStatus)
 	}
 	for i, pd := range doc.Devices {
 		d, err := DeviceInfo(i)

@@ -181,6 +181,75 @@ typedef struct ExtendedDeviceMetrics {
  */
 typedef void (*AcceleratorLogCallback)(enum AcceleratorLogLevel level, const char *message);
 
+/*
+ One row of `acceleratorGetPciDevices` (an extension, not in ABI.md): an
+ accelerator PCI shows, a device the vendor lists, or both, matched by
+ bus id. Fields a row does not have are "" / 0 / -1.
+ */
+typedef struct AcceleratorPciDevice {
+  /*
+   "dddd:bb:dd.f"; "" for a vendor device PCI does not show.
+   */
+  char address[32];
+  uint16_t vendorId;
+  uint16_t deviceId;
+  /*
+   24-bit class code (0x030200: 3D controller; 0x120000: processing accelerator).
+   */
+  uint32_t classCode;
+  /*
+   "NVIDIA", "AMD", "Huawei", ...
+   */
+  char vendorName[32];
+  /*
+   -1 when none.
+   */
+  int32_t numaNode;
+  /*
+   -1 when the device is in no IOMMU group.
+   */
+  int32_t iommuGroup;
+  /*
+   Link speed in GT/s per lane (0 unknown) and lanes, now and at most.
+   */
+  double currentLinkSpeedGTs;
+  uint32_t currentLinkWidth;
+  double maxLinkSpeedGTs;
+  uint32_t maxLinkWidth;
+  /*
+   The kernel driver bound ("" when none).
+   */
+  char driver[64];
+  uint32_t sriovTotalVfs;
+  uint32_t sriovNumVfs;
+  /*
+   A virtual function's physical function ("" for a physical one).
+   */
+  char physfn[32];
+  /*
+   The vendor's device index and UUID; -1 and "" when it does not list it.
+   */
+  int32_t deviceIndex;
+  char deviceUUID[64];
+  /*
+   "listed", "not-listed", "passed-through", "other-vendor",
+   "no-pci-record" or "simulated".
+   */
+  char state[16];
+  /*
+   Whether the two views disagree on this row.
+   */
+  bool mismatch;
+  /*
+   What the row is, in one line.
+   */
+  char note[256];
+  /*
+   What to do about a mismatch, in one line ("" when nothing).
+   */
+  char fix[256];
+} AcceleratorPciDevice;
+
 typedef struct WorkerInfo {
   char workerId[64];
   char deviceUUID[64];
@@ -349,6 +418,29 @@ uint32_t acceleratorAbiVersion(void);
  configuration names no usable vendor (the last error says why).
  */
 const char *acceleratorVendorName(void);
+
+/*
+ One line on the active vendor: its devices, what PCI shows of the
+ machine's accelerators, and, for a vendor whose library could not be
+ loaded or initialized, why and what is missing. "" when the
+ configuration names no usable vendor (the last error says why). The
+ string lives as long as the library.
+ */
+const char *acceleratorVendorStatus(void);
+
+/*
+ The accelerators PCI shows (sysfs under `ACCELERATOR_SYSFS_ROOT`, default
+ /sys) joined with the active vendor's devices by bus id: a row per PCI
+ accelerator in address order, then one per vendor device PCI does not
+ show. Fills up to `maxCount` rows; `*deviceCount` is the number written
+ (a caller whose buffer was filled asks again with a larger one).
+
+ # Safety
+ `devices` is NULL or writable for `maxCount` entries; `deviceCount` NULL or writable.
+ */
+enum Result acceleratorGetPciDevices(struct AcceleratorPciDevice *devices,
+                                     size_t maxCount,
+                                     size_t *deviceCount);
 
 /*
  # Safety

@@ -1,13 +1,15 @@
 /*
  * probe: load libaccelerator.so at run time (dlopen, as the Go hypervisor
  * does) and print what it sees: devices, partition templates, topology,
- * metrics, extended metrics and per-process usage.
+ * metrics, extended metrics and per-process usage; with --pci, the
+ * accelerators on the PCI bus beside the vendor's devices, the mismatches
+ * and what to do about each.
  *
- *   probe [--json] [--watch SECONDS [--count N]] [LIBRARY]
+ *   probe [--pci] [--json] [--watch SECONDS [--count N]] [LIBRARY]
  *
  * LIBRARY defaults to libaccelerator.so next to this executable, then
  * build/libaccelerator.so under the current directory, then the dynamic
- * loader's search path. The --json schema is documented in probe/README.md.
+ * loader's search path. --json follows docs/device.schema.json.
  * Any failed call prints its Result name and acceleratorGetLastError() and
  * exits with status 1; bad usage exits with status 2.
  */
@@ -38,7 +40,8 @@
     X(getExtendedDeviceMetrics) X(freeExtendedDeviceMetrics)                   \
     X(GetProcessComputeUtilization) X(GetProcessMemoryUtilization)             \
     X(acceleratorGetLastError) X(acceleratorAbiVersion)                        \
-    X(acceleratorVendorName)
+    X(acceleratorVendorName) X(acceleratorVendorStatus)                        \
+    X(acceleratorGetPciDevices)
 
 static struct {
 #define FIELD(name) __typeof__(&name) name;
@@ -48,6 +51,7 @@ static struct {
 
 static const char *lib_path;
 static int json;
+static const char *vendor_name;
 static volatile sig_atomic_t interrupted;
 
 static const char *result_name(Result r) {
@@ -177,6 +181,8 @@ typedef struct {
     size_t count;
     ExtendedDeviceInfo *devices; /* caller-allocated style */
     const char **uuids;
+    size_t pci_count;
+    AcceleratorPciDevice *pci; /* PCI's accelerators joined with the devices */
 } Devices;
 
 static Devices get_devices(void) {
@@ -199,6 +205,7 @@ static Devices get_devices(void) {
 static void free_devices(Devices *d) {
     free(d->devices);
     free(d->uuids);
+    free(d->pci);
     memset(d, 0, sizeof *d);
 }
 
@@ -215,6 +222,188 @@ static void free_devices(Devices *d) {
             cap_ *= 2;                                                         \
         }                                                                      \
     } while (0)
+
+/* PCI's accelerators joined with the vendor's devices (acceleratorGetPciDevices). */
+static void get_pci(Devices *d) {
+    GROW_FETCH(AcceleratorPciDevice, acceleratorGetPciDevices, d->pci, d->pci_count);
+}
+
+/* The PCI row of a vendor device, or NULL when PCI does not show it. */
+static const AcceleratorPciDevice *pci_of(const Devices *d, int32_t index) {
+    for (size_t i = 0; i < d->pci_count; i++)
+        if (d->pci[i].deviceIndex == index && d->pci[i].address[0])
+            return &d->pci[i];
+    return NULL;
+}
+
+/* Backend.AI-style metadata per device kind (docs/device.schema.json
+ * checks the same table): one line per vendor. */
+static const struct kind {
+    const char *vendor, *slot, *unit, *description;
+} kinds[] = {
+    {"stub", "stub.device", "GPU", "simulated GPU (stub vendor)"},
+    {"nvidia", "cuda.device", "GPU", "NVIDIA GPU (CUDA)"},
+    {"ascend", "ascend.device", "NPU", "Huawei Ascend NPU (CANN)"},
+    {"amd", "rocm.device", "GPU", "AMD GPU (ROCm)"},
+};
+
+static const struct kind *kind_of(const char *vendor) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kinds[i].vendor, vendor) == 0)
+            return &kinds[i];
+    return NULL;
+}
+
+/* A PCI record: what sysfs says of one function. */
+static void json_pci_record(const AcceleratorPciDevice *r) {
+    putchar('{');
+    JFIELD("address", r->address);
+    printf(",\"vendorId\":\"%04x\",\"deviceId\":\"%04x\",\"classCode\":\"%06" PRIx32 "\",",
+           r->vendorId, r->deviceId, r->classCode);
+    JFIELD("vendorName", r->vendorName);
+    printf(",\"numaNode\":%" PRId32 ",\"iommuGroup\":%" PRId32 ",\"currentLink\":{\"speedGTs\":",
+           r->numaNode, r->iommuGroup);
+    jdouble(r->currentLinkSpeedGTs);
+    printf(",\"width\":%" PRIu32 "},\"maxLink\":{\"speedGTs\":", r->currentLinkWidth);
+    jdouble(r->maxLinkSpeedGTs);
+    printf(",\"width\":%" PRIu32 "},", r->maxLinkWidth);
+    JFIELD("driver", r->driver);
+    printf(",\"sriov\":{\"totalVfs\":%" PRIu32 ",\"numVfs\":%" PRIu32 ",", r->sriovTotalVfs,
+           r->sriovNumVfs);
+    JFIELD("physfn", r->physfn);
+    printf("}}");
+}
+
+/* A row of the joined view: the PCI record, the vendor's device, or both. */
+static void json_pci_row(const AcceleratorPciDevice *r) {
+    printf("{\"record\":");
+    if (r->address[0])
+        json_pci_record(r);
+    else
+        fputs("null", stdout);
+    printf(",\"device\":");
+    if (r->deviceIndex >= 0) {
+        printf("{\"index\":%" PRId32 ",", r->deviceIndex);
+        JFIELD("uuid", r->deviceUUID);
+        putchar('}');
+    } else {
+        fputs("null", stdout);
+    }
+    putchar(',');
+    JFIELD("state", r->state);
+    printf(",\"mismatch\":%s,", r->mismatch ? "true" : "false");
+    JFIELD("note", r->note); putchar(',');
+    JFIELD("fix", r->fix);
+    putchar('}');
+}
+
+/* The device's Backend.AI-style description and its PCI record. */
+static void json_metadata(const Devices *d, const DeviceBasicInfo *b) {
+    const struct kind *k = kind_of(vendor_name);
+    const AcceleratorPciDevice *r = pci_of(d, b->index);
+    printf("\"kind\":");
+    jstr(vendor_name, SIZE_MAX);
+    printf(",\"metadata\":{\"slotName\":");
+    jstr(k ? k->slot : "unknown.device", SIZE_MAX);
+    printf(",\"humanReadableName\":");
+    jstr(k ? k->unit : "device", SIZE_MAX);
+    printf(",\"description\":");
+    jstr(k ? k->description : vendor_name, SIZE_MAX);
+    printf(",\"displayUnit\":");
+    jstr(k ? k->unit : "device", SIZE_MAX);
+    printf(",\"displayIcon\":");
+    jstr(vendor_name, SIZE_MAX);
+    printf(",\"numberFormat\":{\"binary\":false,\"roundLength\":0},");
+    JFIELD("deviceId", b->uuid);
+    printf(",\"hwLocation\":"); /* the PCI address, else the device's own ID */
+    if (r)
+        jstr(r->address, sizeof r->address);
+    else
+        jstr(b->uuid, sizeof b->uuid);
+    printf(",\"memorySize\":%" PRIu64 ",\"processingUnits\":%" PRIu64 ",\"numaNode\":",
+           b->totalMemoryBytes, b->totalComputeUnits);
+    if (b->numaNode >= 0)
+        printf("%" PRId32, b->numaNode);
+    else
+        fputs("null", stdout);
+    printf("},\"pci\":");
+    if (r)
+        json_pci_record(r);
+    else
+        fputs("null", stdout);
+    putchar(',');
+}
+
+static void print_pci(const Devices *d) {
+    if (json) {
+        jkey("pci");
+        putchar('[');
+        for (size_t i = 0; i < d->pci_count; i++) {
+            if (i)
+                putchar(',');
+            json_pci_row(&d->pci[i]);
+        }
+        printf("],");
+        return;
+    }
+    heading("PCI view (accelerators on the bus)");
+    size_t shown = 0;
+    for (size_t i = 0; i < d->pci_count; i++) {
+        const AcceleratorPciDevice *r = &d->pci[i];
+        if (!r->address[0])
+            continue;
+        if (shown++ == 0)
+            printf("%-13s %-8s %-9s %-6s %4s %5s %-13s %-13s %-20s %s\n", "ADDRESS", "VENDOR",
+                   "ID", "CLASS", "NUMA", "IOMMU", "LINK NOW", "LINK MAX", "DRIVER", "SR-IOV");
+        char now[32], max[32], sriov[48], iommu[16];
+        snprintf(now, sizeof now, "%.1f GT/s x%" PRIu32, r->currentLinkSpeedGTs,
+                 r->currentLinkWidth);
+        snprintf(max, sizeof max, "%.1f GT/s x%" PRIu32, r->maxLinkSpeedGTs, r->maxLinkWidth);
+        if (r->physfn[0])
+            snprintf(sriov, sizeof sriov, "VF of %s", FIX(r->physfn));
+        else if (r->sriovTotalVfs)
+            snprintf(sriov, sizeof sriov, "%" PRIu32 "/%" PRIu32 " VFs", r->sriovNumVfs,
+                     r->sriovTotalVfs);
+        else
+            snprintf(sriov, sizeof sriov, "-");
+        if (r->iommuGroup >= 0)
+            snprintf(iommu, sizeof iommu, "%" PRId32, r->iommuGroup);
+        else
+            snprintf(iommu, sizeof iommu, "-");
+        printf("%-13s %-8s %04x:%04x %06" PRIx32 " %4" PRId32 " %5s %-13s %-13s %-20s %s\n",
+               FIX(r->address), FIX(r->vendorName), r->vendorId, r->deviceId, r->classCode,
+               r->numaNode, iommu, r->currentLinkWidth ? now : "-", r->maxLinkWidth ? max : "-",
+               r->driver[0] ? FIX(r->driver) : "(none)", sriov);
+    }
+    if (shown == 0)
+        printf("(no accelerators on the PCI bus)\n");
+
+    heading("Vendor view");
+    if (d->count == 0)
+        printf("(%s lists no devices)\n", vendor_name);
+    else
+        printf("%-5s %-44s %-13s %s\n", "INDEX", "UUID", "PCI", "MODEL");
+    for (size_t i = 0; i < d->count; i++) {
+        const DeviceBasicInfo *b = &d->devices[i].basic;
+        const AcceleratorPciDevice *r = pci_of(d, b->index);
+        printf("%-5" PRId32 " %-44s %-13s %s\n", b->index, FIX(b->uuid),
+               r ? FIX(r->address) : "-", FIX(b->model));
+    }
+
+    heading("Mismatches");
+    size_t n = 0;
+    for (size_t i = 0; i < d->pci_count; i++) {
+        const AcceleratorPciDevice *r = &d->pci[i];
+        if (!r->mismatch)
+            continue;
+        n++;
+        printf("! %s %s: %s. Fix: %s\n",
+               r->address[0] ? FIX(r->address) : FIX(r->deviceUUID), FIX(r->state),
+               FIX(r->note), FIX(r->fix));
+    }
+    if (n == 0)
+        printf("(none)\n");
+}
 
 /* ---- sections --------------------------------------------------------- */
 
@@ -251,6 +440,7 @@ static void print_devices(const Devices *d) {
 
         if (json) {
             printf("%s{", i ? "," : "");
+            json_metadata(d, b);
             printf("\"index\":%" PRId32 ",", b->index);
             JFIELD("uuid", b->uuid); putchar(',');
             JFIELD("vendor", b->vendor); putchar(',');
@@ -535,7 +725,7 @@ static void print_processes(void) {
 }
 
 static void print_header(void) {
-    const char *vendor = lib.acceleratorVendorName();
+    const char *vendor = vendor_name = lib.acceleratorVendorName();
     if (!vendor || !*vendor) {
         /* No usable vendor: a Result-returning call reports why. */
         size_t n = 0;
@@ -543,15 +733,21 @@ static void print_header(void) {
         die("acceleratorVendorName returned no vendor: %s", lib.acceleratorGetLastError());
     }
     uint32_t abi = lib.acceleratorAbiVersion();
+    const char *status = lib.acceleratorVendorStatus();
+    if (!status)
+        status = "";
     if (json) {
         printf("{\"schema\":\"%s\",", PROBE_JSON_SCHEMA);
         jkey("library");
         jstr(lib_path, SIZE_MAX);
         printf(",\"vendor\":");
         jstr(vendor, SIZE_MAX);
-        printf(",\"abiVersion\":%" PRIu32 ",", abi);
+        printf(",\"abiVersion\":%" PRIu32 ",\"vendorStatus\":", abi);
+        jstr(status, SIZE_MAX);
+        putchar(',');
     } else {
         printf("library %s: vendor %s, ABI version %" PRIu32 "\n", lib_path, vendor, abi);
+        printf("status: %s\n", status);
     }
 }
 
@@ -595,8 +791,10 @@ static void watch(double seconds, long count) {
 }
 
 static void usage(FILE *to) {
-    fputs("usage: probe [--json] [--watch SECONDS [--count N]] [LIBRARY]\n"
-          "  --json            machine-readable output (schema in probe/README.md)\n"
+    fputs("usage: probe [--pci] [--json] [--watch SECONDS [--count N]] [LIBRARY]\n"
+          "  --pci             the accelerators on the PCI bus beside the vendor's devices,\n"
+          "                    the mismatches and what to do about each\n"
+          "  --json            machine-readable output (docs/device.schema.json)\n"
           "  --watch SECONDS   re-print metrics every SECONDS until interrupted\n"
           "  --count N         with --watch: stop after N samples\n",
           to);
@@ -605,10 +803,13 @@ static void usage(FILE *to) {
 int main(int argc, char **argv) {
     double every = 0;
     long count = 0;
+    int pci = 0;
     for (int i = 1; i < argc; i++) {
         char *end;
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--pci") == 0) {
+            pci = 1;
         } else if (strcmp(argv[i], "--watch") == 0 && i + 1 < argc) {
             every = strtod(argv[++i], &end);
             if (*end || !(every > 0) || every > 86400) {
@@ -631,6 +832,10 @@ int main(int argc, char **argv) {
             lib_path = argv[i];
         }
     }
+    if (pci && every > 0) {
+        fprintf(stderr, "probe: --pci does not go with --watch\n");
+        return 2;
+    }
     if (count && !every) {
         fprintf(stderr, "probe: --count only goes with --watch\n");
         return 2;
@@ -647,6 +852,14 @@ int main(int argc, char **argv) {
     }
     print_header();
     Devices d = get_devices();
+    get_pci(&d);
+    if (pci && !json) {
+        print_pci(&d);
+        free_devices(&d);
+        return 0;
+    }
+    if (json)
+        print_pci(&d);
     print_devices(&d);
     print_topology(&d);
     print_metrics(&d);

@@ -18,8 +18,11 @@ pub fn active() -> Res<&'static dyn Vendor> {
     vendor()
 }
 
+/// The vendor's devices, with what it left unknown filled from PCI.
 pub fn devices() -> Res<Vec<DeviceInfo>> {
-    vendor()?.devices()
+    let mut all = vendor()?.devices()?;
+    crate::pci::report::enrich(&mut all, crate::pci::devices());
+    Ok(all)
 }
 
 /// A device index from C: negative is INVALID_PARAM, past the end NOT_FOUND.
@@ -28,19 +31,29 @@ pub fn device_at(index: i32) -> Res<(usize, DeviceInfo)> {
         .map_err(|_| Error::InvalidParam(format!("device index {index} is negative")))?;
     let mut all = devices()?;
     if i >= all.len() {
-        return Err(Error::NotFound(format!(
-            "device index {index} (there are {} devices)",
-            all.len()
-        )));
+        return Err(not_found(
+            format!("device index {index} (there are {} devices)", all.len()),
+            &all,
+        ));
     }
     Ok((i, all.swap_remove(i)))
 }
 
 pub fn device_by_uuid(uuid: &str) -> Res<DeviceInfo> {
-    devices()?
-        .into_iter()
-        .find(|d| d.uuid == uuid)
-        .ok_or_else(|| Error::NotFound(format!("device {uuid:?}")))
+    let all = devices()?;
+    match all.iter().position(|d| d.uuid == uuid) {
+        Some(i) => Ok(all[i].clone()),
+        None => Err(not_found(format!("device {uuid:?}"), &all)),
+    }
+}
+
+/// NOT_FOUND; with no devices at all, the vendor's status says why (what
+/// PCI shows, what is missing).
+fn not_found(what: String, all: &[DeviceInfo]) -> Error {
+    match crate::select::status() {
+        Ok(status) if all.is_empty() => Error::NotFound(format!("{what}: {status}")),
+        _ => Error::NotFound(what),
+    }
 }
 
 pub fn indices(raw: &[i32]) -> Res<Vec<usize>> {

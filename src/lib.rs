@@ -7,13 +7,15 @@
 //! implements; `select` picks the vendor at run time; `usage` merges the
 //! limiter's per-process records into the real vendors' listings;
 //! `sampler` is the host's compute sampler (measured utilization steers
-//! the hook's launch throttling).
+//! the hook's launch throttling); `pci` finds the accelerators on the bus
+//! whatever the vendor libraries see.
 
 pub mod abi;
 mod api;
 mod hostfiles;
 mod hypervisor;
 mod log;
+mod pci;
 mod sampler;
 mod select;
 #[cfg(any(feature = "nvidia", feature = "ascend"))]

@@ -3,7 +3,10 @@
 //! The ABI layer (`abi/`) validates every argument, converts between C and
 //! these types and maps `Error` onto `Result` codes; a vendor never sees a
 //! raw pointer. Hard limits and per-process accounting that are not the
-//! driver's business live in `limits`, shared by all vendors.
+//! driver's business live in the limiter's shared state (`accel_common::shm`),
+//! reached through `api`, the same for all vendors. A vendor that knows its
+//! devices' PCI addresses sets the `pci.bus_id` property: `pci::report`
+//! matches them with the bus.
 
 use accel_common::Res;
 

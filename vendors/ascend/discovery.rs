@@ -1,9 +1,9 @@
 //! Device discovery: DCMI's cards and the NPUs on each, in logical-ID order,
 //! with UUIDs derived from each chip's die ID (never from enumeration order).
 
+use super::chips::{self, ChipSpec};
 use super::dcmi::{c_str, Dcmi, Feature, FREQ_AICORE_MAX, FREQ_HBM};
 use super::error::AscendError;
-use super::vnpu::{self, ChipSpec};
 use crate::log::log_at;
 use crate::vendor::{Capabilities, DeviceInfo, DeviceProps};
 use accel_common::Res;
@@ -93,6 +93,8 @@ fn uuid(dcmi: &Dcmi, card: i32, device: i32) -> String {
     format!("ascend-card{card}-dev{device}")
 }
 
+/// The NPU's PCI address (DCMI's) and its NUMA node (from the PCI record,
+/// `crate::pci`).
 fn numa_node(dcmi: &Dcmi, card: i32, device: i32) -> (i32, Option<String>) {
     let Some(p) = fact(dcmi.pcie_info(card, device)) else {
         return (-1, None);
@@ -101,11 +103,10 @@ fn numa_node(dcmi: &Dcmi, card: i32, device: i32) -> (i32, Option<String>) {
         "{:04x}:{:02x}:{:02x}.{:x}",
         p.domain, p.bdf_busid, p.bdf_deviceid, p.bdf_funcid
     );
-    let node = std::fs::read_to_string(format!("/sys/bus/pci/devices/{bdf}/numa_node"))
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .filter(|&n| n >= 0)
-        .unwrap_or(-1);
+    let node = crate::pci::devices()
+        .iter()
+        .find(|d| d.address == bdf)
+        .map_or(-1, |d| d.numa_node);
     (node, Some(bdf))
 }
 
@@ -146,7 +147,7 @@ fn describe(dcmi: &Dcmi, index: usize, card: i32, device: i32, driver: &str) -> 
     );
     let (total_memory_bytes, mem) = memory(dcmi, card, device);
     let (numa_node, bdf) = numa_node(dcmi, card, device);
-    let spec = vnpu::spec_for(&chip_name);
+    let spec = chips::spec_for(&chip_name);
     let aicore = chip.aicore_cnt;
     let partitioning = spec.is_some() && dcmi.has(Feature::Vnpu) && aicore > 0;
     let metrics = dcmi.has(Feature::Power)
@@ -176,10 +177,13 @@ fn describe(dcmi: &Dcmi, index: usize, card: i32, device: i32, driver: &str) -> 
         // The NPU's node; DCMI numbers /dev/davinci<N> by the logical ID
         // the index follows (see docs/ascend.md).
         device_node: format!("/dev/davinci{index}"),
-        extra_props: vec![
-            ("dcmi.card".into(), card.to_string()),
+        extra_props: [
+            ("dcmi.card".to_string(), card.to_string()),
             ("dcmi.device".into(), device.to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(bdf.map(|b| ("pci.bus_id".to_string(), b)))
+        .collect(),
         props: DeviceProps {
             clock_ai_mhz: fact(dcmi.frequency(card, device, FREQ_AICORE_MAX)).unwrap_or(0),
             clock_mem_mhz: if mem == MemSource::Hbm {
@@ -198,7 +202,7 @@ fn describe(dcmi: &Dcmi, index: usize, card: i32, device: i32, driver: &str) -> 
             snapshot: false,
             metrics,
             max_partitions: if partitioning {
-                vnpu::max_partitions(aicore, spec)
+                chips::max_partitions(aicore, spec)
             } else {
                 0
             },

@@ -3,8 +3,10 @@
 //! converted, the error mapping and what is unverified without hardware.
 //!
 //! `dcmi` is the only module with `unsafe`; `discovery` describes the
-//! devices once, `vnpu` partitions them, `metrics` reads them.
+//! devices once, `vnpu` partitions them, `metrics` reads them; `chips`
+//! holds the chip families' vNPU tables both of the first two read.
 
+mod chips;
 mod dcmi;
 mod discovery;
 mod error;

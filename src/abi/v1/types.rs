@@ -184,3 +184,46 @@ pub struct ExtendedDeviceMetrics {
     pub pcieBandwidthMBps: *mut u32,
     pub pcieLinkCount: usize,
 }
+
+/// One row of `acceleratorGetPciDevices` (an extension, not in ABI.md): an
+/// accelerator PCI shows, a device the vendor lists, or both, matched by
+/// bus id. Fields a row does not have are "" / 0 / -1.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AcceleratorPciDevice {
+    /// "dddd:bb:dd.f"; "" for a vendor device PCI does not show.
+    pub address: [c_char; 32],
+    pub vendorId: u16,
+    pub deviceId: u16,
+    /// 24-bit class code (0x030200: 3D controller; 0x120000: processing accelerator).
+    pub classCode: u32,
+    /// "NVIDIA", "AMD", "Huawei", ...
+    pub vendorName: [c_char; 32],
+    /// -1 when none.
+    pub numaNode: i32,
+    /// -1 when the device is in no IOMMU group.
+    pub iommuGroup: i32,
+    /// Link speed in GT/s per lane (0 unknown) and lanes, now and at most.
+    pub currentLinkSpeedGTs: f64,
+    pub currentLinkWidth: u32,
+    pub maxLinkSpeedGTs: f64,
+    pub maxLinkWidth: u32,
+    /// The kernel driver bound ("" when none).
+    pub driver: [c_char; 64],
+    pub sriovTotalVfs: u32,
+    pub sriovNumVfs: u32,
+    /// A virtual function's physical function ("" for a physical one).
+    pub physfn: [c_char; 32],
+    /// The vendor's device index and UUID; -1 and "" when it does not list it.
+    pub deviceIndex: i32,
+    pub deviceUUID: [c_char; 64],
+    /// "listed", "not-listed", "passed-through", "other-vendor",
+    /// "no-pci-record" or "simulated".
+    pub state: [c_char; 16],
+    /// Whether the two views disagree on this row.
+    pub mismatch: bool,
+    /// What the row is, in one line.
+    pub note: [c_char; 256],
+    /// What to do about a mismatch, in one line ("" when nothing).
+    pub fix: [c_char; 256],
+}
