@@ -10,7 +10,7 @@ VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kin
 # Every test run gets a private state directory.
 TEST_STATE = $(shell mktemp -d /tmp/accelerator-test.XXXXXX)
 
-VENDORS  := stub ascend nvidia
+VENDORS  := stub ascend nvidia amd
 .PHONY: all $(VENDORS) run test test-run test-valgrind check-headers headers lint cargo-test \
         install clean FORCE
 

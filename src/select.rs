@@ -2,7 +2,7 @@
 //!
 //! `ACCELERATOR_VENDOR` names one explicitly. Otherwise the first real
 //! vendor compiled in whose driver loads and reports devices wins (nvidia,
-//! then ascend). The stub is used only when it is the only vendor compiled
+//! then ascend, then amd). The stub is used only when it is the only vendor compiled
 //! or is named: a production build never silently reports simulated devices.
 
 use crate::log::log_at;
@@ -18,6 +18,8 @@ const REAL: &[(&str, Opener)] = &[
     ("nvidia", crate::nvidia::open),
     #[cfg(feature = "ascend")]
     ("ascend", crate::ascend::open),
+    #[cfg(feature = "amd")]
+    ("amd", crate::amd::open),
 ];
 
 #[cfg(feature = "stub")]

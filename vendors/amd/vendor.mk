@@ -1,0 +1,54 @@
+# The amd vendor's tests: a fake libamd_smi.so (c-tests/fakes/amdsmi.c, an
+# 8x MI300X node, or 2x MI210 with FAKE_AMDSMI_NODE=mi210), a sysfs tree
+# for what the kernel publishes beside each PCI device (render node,
+# available_compute_partition), c-tests/test_amd.c driven through the C ABI
+# of build/libaccelerator_amd.so, and c-tests/amd_layout.c (the AMD SMI
+# structure layouts against the real header's figures).
+AMD_FAKES := $(BUILD)/fakes/amd
+
+$(AMD_FAKES)/libamd_smi.so: c-tests/fakes/amdsmi.c c-tests/fakes/amdsmi.h
+	@mkdir -p $(AMD_FAKES)
+	$(CC) $(CFLAGS) -fPIC -shared -Wl,-Bsymbolic -Wl,-soname,libamd_smi.so -o $@ $<
+
+# What sysfs holds for the fake's GPUs: bus 0x0c + 0x10*i, renderD(128+i);
+# the MI300X compute modes the kernel lists.
+$(AMD_FAKES)/sys/.done: vendors/amd/vendor.mk
+	rm -rf $(AMD_FAKES)/sys
+	for i in 0 1 2 3 4 5 6 7; do \
+	  d=$(AMD_FAKES)/sys/bus/pci/devices/$$(printf '0000:%02x:00.0' $$((0x0c + 0x10 * i))); \
+	  mkdir -p $$d/drm/card$$i $$d/drm/renderD$$((128 + i)); \
+	  echo 'SPX, DPX, QPX, CPX' > $$d/available_compute_partition; \
+	done
+	touch $@
+
+$(BUILD)/c-tests/amd_layout: c-tests/amd_layout.c c-tests/fakes/amdsmi.h
+	@mkdir -p $(BUILD)/c-tests
+	$(CC) $(CFLAGS) -Ic-tests -o $@ $<
+
+$(BUILD)/c-tests/test_amd: c-tests/test_amd.c c-tests/test_util.h include/accelerator.h
+	@mkdir -p $(BUILD)/c-tests
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
+
+AMD_TEST_DEPS := $(BUILD)/libaccelerator_amd.so $(BUILD)/c-tests/test_amd \
+  $(BUILD)/c-tests/amd_layout $(AMD_FAKES)/libamd_smi.so $(AMD_FAKES)/sys/.done
+
+# The environment every AMD suite runs in (relative to the repository).
+AMD_ENV = ACCELERATOR_VENDOR=amd ACCELERATOR_AMDSMI_PATH=$(CURDIR)/$(AMD_FAKES)/libamd_smi.so \
+  ACCELERATOR_AMD_SYSFS=$(CURDIR)/$(AMD_FAKES)/sys
+
+.PHONY: test-amd test-amd-valgrind test-amd-probe
+test-amd: $(AMD_TEST_DEPS) $(BUILD)/probe
+	$(BUILD)/c-tests/amd_layout
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(AMD_ENV) \
+	  $(BUILD)/c-tests/test_amd $(BUILD)/libaccelerator_amd.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(AMD_ENV) \
+	  vendors/amd/test_probe_amd.sh $(BUILD)/probe $(BUILD)/libaccelerator_amd.so
+
+test-amd-valgrind: $(AMD_TEST_DEPS) $(BUILD)/probe
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 $(AMD_ENV) \
+	  $(VALGRIND) $(BUILD)/c-tests/test_amd $(BUILD)/libaccelerator_amd.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(AMD_ENV) \
+	  $(VALGRIND) $(BUILD)/probe $(BUILD)/libaccelerator_amd.so > /dev/null
+
+TEST_RUN_EXTRA += test-amd
+VALGRIND_EXTRA += test-amd-valgrind
