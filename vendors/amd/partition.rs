@@ -278,9 +278,12 @@ pub fn assign(smi: &Smi, dev: &Dev, template_id: &str) -> Res<Partition> {
 
 /// Undo a mode: back to the default (SPX, NPS1) if the device is in it.
 pub fn remove(smi: &Smi, dev: &Dev, id: &str) -> Res<()> {
+    // The partition UUID ("<device uuid>/<mode>", any case: the hypervisor
+    // lowercases UUIDs) or the mode itself.
     let name = id
-        .strip_prefix(&format!("{}/", dev.info.uuid))
-        .unwrap_or(id);
+        .rsplit_once('/')
+        .filter(|(u, _)| u.eq_ignore_ascii_case(&dev.info.uuid))
+        .map_or(id, |(_, m)| m);
     let (kind, mode) = dev.modes.find(name).ok_or_else(|| {
         Error::NotFound(format!("no partition {id:?} on device {:?}", dev.info.uuid))
     })?;

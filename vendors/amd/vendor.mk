@@ -32,9 +32,11 @@ $(BUILD)/c-tests/test_amd: c-tests/test_amd.c c-tests/test_util.h include/accele
 AMD_TEST_DEPS := $(BUILD)/libaccelerator_amd.so $(BUILD)/c-tests/test_amd \
   $(BUILD)/c-tests/amd_layout $(AMD_FAKES)/libamd_smi.so $(AMD_FAKES)/sys/.done
 
-# The environment every AMD suite runs in (relative to the repository).
-AMD_ENV = ACCELERATOR_VENDOR=amd ACCELERATOR_AMDSMI_PATH=$(CURDIR)/$(AMD_FAKES)/libamd_smi.so \
+# Where the AMD build finds the fake (absolute: some suites change
+# directory), and the environment every AMD suite runs in.
+AMD_FAKE_ENV = ACCELERATOR_AMDSMI_PATH=$(CURDIR)/$(AMD_FAKES)/libamd_smi.so \
   ACCELERATOR_AMD_SYSFS=$(CURDIR)/$(AMD_FAKES)/sys
+AMD_ENV = ACCELERATOR_VENDOR=amd $(AMD_FAKE_ENV)
 
 .PHONY: test-amd test-amd-valgrind test-amd-probe
 test-amd: $(AMD_TEST_DEPS) $(BUILD)/probe
