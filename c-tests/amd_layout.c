@@ -36,6 +36,8 @@ AT(amdsmi_power_cap_info_t, max_power_cap, 32);
 SIZE(amdsmi_power_info_t, 68);
 AT(amdsmi_power_info_t, average_socket_power, 4);
 AT(amdsmi_power_info_t, power_limit, 20);
+SIZE(amdsmi_clk_info_t, 32);
+AT(amdsmi_clk_info_t, max_clk, 8);
 SIZE(amdsmi_engine_usage_t, 64);
 AT(amdsmi_engine_usage_t, umc_activity, 4);
 SIZE(amdsmi_vram_usage_t, 16);

@@ -182,6 +182,8 @@ static void scenario_mi300x(void) {
     CHECK(b->maxTflops == 0.0, "no invented TFLOPS");
     CHECK(info.props.powerLimit == 750 && info.props.temperatureThreshold == 105, "power %u temp %u",
           info.props.powerLimit, info.props.temperatureThreshold);
+    CHECK(info.props.clockGraphics == 2100 && info.props.clockMem == 1300 && info.props.eccEnabled,
+          "clocks %u/%u MHz, ECC %d", info.props.clockGraphics, info.props.clockMem, info.props.eccEnabled);
     CHECK(info.capabilities.supportsPartitioning && info.capabilities.maxPartitions == 8,
           "partitioning, max %u", info.capabilities.maxPartitions);
     CHECK(!info.capabilities.supportsSnapshot && info.capabilities.supportsMetrics, "caps");

@@ -213,6 +213,28 @@ amdsmi_status_t amdsmi_get_power_info(amdsmi_processor_handle h, amdsmi_power_in
   return AMDSMI_STATUS_SUCCESS;
 }
 
+/* MI300X: GFX up to 2100 MHz, HBM3 1300 MHz; MI210: 1700 / 1600 MHz. */
+amdsmi_status_t amdsmi_get_clock_info(amdsmi_processor_handle h, uint32_t domain, amdsmi_clk_info_t *c) {
+  GPU(h);
+  if (domain != AMDSMI_CLK_TYPE_GFX && domain != AMDSMI_CLK_TYPE_MEM)
+    return AMDSMI_STATUS_NOT_SUPPORTED;
+  memset(c, 0, sizeof *c);
+  if (domain == AMDSMI_CLK_TYPE_GFX)
+    c->max_clk = mi210() ? 1700 : 2100;
+  else
+    c->max_clk = mi210() ? 1600 : 1300;
+  c->min_clk = 100;
+  c->clk = c->min_clk;
+  return AMDSMI_STATUS_SUCCESS;
+}
+
+/* Every RAS block with ECC: UMC, SDMA, GFX (amdsmi_gpu_block_t bits 0-2). */
+amdsmi_status_t amdsmi_get_gpu_ecc_enabled(amdsmi_processor_handle h, uint64_t *blocks) {
+  GPU(h);
+  *blocks = 0x7;
+  return AMDSMI_STATUS_SUCCESS;
+}
+
 amdsmi_status_t amdsmi_get_gpu_activity(amdsmi_processor_handle h, amdsmi_engine_usage_t *u) {
   GPU(h);
   memset(u, 0, sizeof *u);

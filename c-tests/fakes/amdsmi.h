@@ -132,6 +132,16 @@ typedef struct {
   uint32_t reserved[11];
 } amdsmi_power_info_t;
 
+enum { AMDSMI_CLK_TYPE_GFX = 0, AMDSMI_CLK_TYPE_MEM = 4 };
+typedef struct {
+  uint32_t clk; /* MHz */
+  uint32_t min_clk;
+  uint32_t max_clk;
+  uint8_t clk_locked;
+  uint8_t clk_deep_sleep;
+  uint32_t reserved[4];
+} amdsmi_clk_info_t;
+
 typedef struct {
   uint32_t gfx_activity; /* % */
   uint32_t umc_activity;

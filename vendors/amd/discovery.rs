@@ -174,6 +174,9 @@ fn describe(smi: &Smi, h: Handle, uuid: String, index: usize) -> Dev {
         device_node: render_node(&bdf),
         extra_props,
         props: DeviceProps {
+            clock_graphics_mhz: fact(smi.clock(h, super::smi::CLK_GFX)).map_or(0, |c| c.max_clk),
+            clock_mem_mhz: fact(smi.clock(h, super::smi::CLK_MEM)).map_or(0, |c| c.max_clk),
+            ecc_enabled: fact(smi.ecc_enabled(h)).is_some_and(|blocks| blocks != 0),
             // µW → W
             power_limit_w: fact(smi.power_cap(h)).map_or(0, |c| (c.power_cap / 1_000_000) as u32),
             temperature_threshold_c: fact(smi.temperature(h, super::smi::TEMP_CRITICAL))
@@ -202,5 +205,18 @@ fn describe(smi: &Smi, h: Handle, uuid: String, index: usize) -> Dev {
         info,
         handle: h,
         modes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bdf_as_the_kernel_names_it() {
+        // amdsmi_bdf_t: function bits 0-2, device 3-7, bus 8-15, domain 16-63.
+        assert_eq!(super::bdf_string(0x0c << 8), "0000:0c:00.0");
+        assert_eq!(
+            super::bdf_string((1 << 16) | (0xc1 << 8) | (0x1f << 3) | 7),
+            "0001:c1:1f.7"
+        );
     }
 }

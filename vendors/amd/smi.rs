@@ -34,6 +34,9 @@ const UUID_SIZE: usize = 38;
 pub const TEMP_HOTSPOT: u32 = 1;
 pub const TEMP_CURRENT: u32 = 0;
 pub const TEMP_CRITICAL: u32 = 5;
+/// amdsmi_clk_type_t.
+pub const CLK_GFX: u32 = 0;
+pub const CLK_MEM: u32 = 4;
 /// amdsmi_io_link_type_t.
 pub const IOLINK_PCIE: u32 = 1;
 pub const IOLINK_XGMI: u32 = 2;
@@ -154,6 +157,18 @@ pub struct PowerInfo {
 
 #[repr(C)]
 #[derive(Clone, Copy)]
+pub struct ClkInfo {
+    /// MHz
+    pub clk: u32,
+    pub min_clk: u32,
+    pub max_clk: u32,
+    pub clk_locked: u8,
+    pub clk_deep_sleep: u8,
+    pub reserved: [u32; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
 pub struct EngineUsage {
     /// %
     pub gfx_activity: u32,
@@ -256,6 +271,7 @@ impl Zeroed for VbiosInfo {}
 impl Zeroed for PcieInfo {}
 impl Zeroed for PowerCapInfo {}
 impl Zeroed for PowerInfo {}
+impl Zeroed for ClkInfo {}
 impl Zeroed for EngineUsage {}
 impl Zeroed for VramUsage {}
 impl Zeroed for ProcInfo {}
@@ -283,6 +299,7 @@ type FnSockets = unsafe extern "C" fn(*mut u32, *mut H) -> Status;
 type FnProcessors = unsafe extern "C" fn(H, *mut u32, *mut H) -> Status;
 type FnOut<T> = unsafe extern "C" fn(H, *mut T) -> Status;
 type FnUuid = unsafe extern "C" fn(H, *mut c_uint, *mut c_char) -> Status;
+type FnClock = unsafe extern "C" fn(H, u32, *mut ClkInfo) -> Status;
 type FnPowerCap = unsafe extern "C" fn(H, u32, *mut PowerCapInfo) -> Status;
 type FnTemp = unsafe extern "C" fn(H, u32, u32, *mut i64) -> Status;
 type FnThroughput = unsafe extern "C" fn(H, *mut u64, *mut u64, *mut u64) -> Status;
@@ -311,6 +328,8 @@ struct Optional {
     pcie_info: Option<FnOut<PcieInfo>>,
     numa_affinity: Option<FnOut<i32>>,
     power_cap: Option<FnPowerCap>,
+    clock_info: Option<FnClock>,
+    ecc_enabled: Option<FnOut<u64>>,
     temp: Option<FnTemp>,
     power_info: Option<FnOut<PowerInfo>>,
     activity: Option<FnOut<EngineUsage>>,
@@ -414,6 +433,8 @@ impl Smi {
             pcie_info: optional!("amdsmi_get_pcie_info"),
             numa_affinity: optional!("amdsmi_get_gpu_topo_numa_affinity"),
             power_cap: optional!("amdsmi_get_power_cap_info"),
+            clock_info: optional!("amdsmi_get_clock_info"),
+            ecc_enabled: optional!("amdsmi_get_gpu_ecc_enabled"),
             temp: optional!("amdsmi_get_temp_metric"),
             power_info: optional!("amdsmi_get_power_info"),
             activity: optional!("amdsmi_get_gpu_activity"),
@@ -544,6 +565,10 @@ impl Smi {
             h,
         )
     }
+    /// The bit mask of GPU blocks with ECC enabled (amdsmi_gpu_block_t).
+    pub fn ecc_enabled(&self, h: Handle) -> R<u64> {
+        self.out(self.opt.ecc_enabled, "amdsmi_get_gpu_ecc_enabled", h)
+    }
     pub fn power_info(&self, h: Handle) -> R<PowerInfo> {
         self.out(self.opt.power_info, "amdsmi_get_power_info", h)
     }
@@ -564,6 +589,16 @@ impl Smi {
         // SAFETY: documented signature; sensor 0.
         let rc = self.call(|| unsafe { f(ptr(h), 0, &mut v) });
         check(name, rc).map(|()| v)
+    }
+
+    /// One clock domain's current, minimum and maximum frequency.
+    pub fn clock(&self, h: Handle, domain: u32) -> R<ClkInfo> {
+        let name = "amdsmi_get_clock_info";
+        let f = self.opt.clock_info.ok_or(AmdError::MissingOptional(name))?;
+        let mut c = ClkInfo::zeroed();
+        // SAFETY: documented signature; `domain` an amdsmi_clk_type_t.
+        let rc = self.call(|| unsafe { f(ptr(h), domain, &mut c) });
+        check(name, rc).map(|()| c)
     }
 
     /// A temperature metric of the hotspot sensor, as AMD SMI returns it.
@@ -745,6 +780,8 @@ mod tests {
         assert_eq!(size_of::<PowerInfo>(), 68);
         assert_eq!(offset_of!(PowerInfo, average_socket_power), 4);
         assert_eq!(offset_of!(PowerInfo, power_limit), 20);
+        assert_eq!(size_of::<ClkInfo>(), 32);
+        assert_eq!(offset_of!(ClkInfo, max_clk), 8);
         assert_eq!(size_of::<EngineUsage>(), 64);
         assert_eq!(size_of::<VramUsage>(), 16);
         assert_eq!(offset_of!(VramUsage, vram_used), 4);

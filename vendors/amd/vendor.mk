@@ -39,8 +39,11 @@ AMD_FAKE_ENV = ACCELERATOR_AMDSMI_PATH=$(CURDIR)/$(AMD_FAKES)/libamd_smi.so \
 AMD_ENV = ACCELERATOR_VENDOR=amd $(AMD_FAKE_ENV)
 
 .PHONY: test-amd test-amd-valgrind test-amd-probe
+# The Rust unit tests of vendors/amd (the AMD SMI layouts against the
+# header's figures, the status mapping) build only with the feature.
 test-amd: $(AMD_TEST_DEPS) $(BUILD)/probe
 	$(BUILD)/c-tests/amd_layout
+	$(CARGO) test -q --release --lib --no-default-features --features amd --target-dir target/amd amd::
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(AMD_ENV) \
 	  $(BUILD)/c-tests/test_amd $(BUILD)/libaccelerator_amd.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(AMD_ENV) \
