@@ -57,3 +57,22 @@ test-amd-valgrind: $(AMD_TEST_DEPS) $(BUILD)/probe
 
 TEST_RUN_EXTRA += test-amd
 VALGRIND_EXTRA += test-amd-valgrind
+
+# The cgo binding (go/vendorcheck) against the AMD build: pkg-config finds
+# a libaccelerator.so that is the amd build (its soname,
+# libaccelerator_amd.so, beside it), as an installed AMD package would be.
+AMD_CGO := $(BUILD)/amd-cgo
+.PHONY: test-go-amd
+test-go-amd: $(AMD_TEST_DEPS) packaging/accelerator.pc.in
+	rm -rf $(AMD_CGO) && mkdir -p $(AMD_CGO)/pkgconfig
+	cp $(BUILD)/libaccelerator_amd.so $(AMD_CGO)/
+	ln -s libaccelerator_amd.so $(AMD_CGO)/libaccelerator.so
+	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(CURDIR)/$(AMD_CGO)|' \
+	    -e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e "s|@VERSION@|$$(packaging/version.sh)|" \
+	    -e '/^Libs:/s|$$| -Wl,-rpath,$${libdir}|' packaging/accelerator.pc.in > $(AMD_CGO)/pkgconfig/accelerator.pc
+	st=$(TEST_STATE); cd go && CGO_ENABLED=1 GOTOOLCHAIN=local PKG_CONFIG_PATH=$(CURDIR)/$(AMD_CGO)/pkgconfig \
+	  CGO_LDFLAGS="-Wl,-rpath,$(CURDIR)/$(AMD_CGO)" \
+	  ACCELERATOR_STATE_DIR=$$st $(AMD_ENV) ACCEL_CGO_VENDOR=amd ACCEL_CGO_TEMPLATE=CPX \
+	  $(GO) test -race -count=1 -v ./vendorcheck/
+
+TEST_RUN_EXTRA += test-go-amd
