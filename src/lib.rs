@@ -11,6 +11,8 @@
 
 pub mod abi;
 mod api;
+#[cfg(any(feature = "ascend", feature = "amd"))]
+mod dynlib;
 mod hostfiles;
 mod hypervisor;
 mod log;

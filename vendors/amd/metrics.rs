@@ -4,10 +4,10 @@
 //! AMD SMI's NOT_FOUND on the stale handle: NOT_FOUND here).
 
 use super::discovery::{optional, Dev};
-use super::smi::{Smi, IOLINK_PCIE, IOLINK_XGMI, LINK_XGMI, TEMP_CURRENT};
+use super::smi::{ProcInfo, Smi, IOLINK_PCIE, IOLINK_XGMI, LINK_XGMI, TEMP_CURRENT};
 use crate::log::log_at;
 use crate::vendor::{ExtendedMetrics, Link, LinkLevel, Metrics, ProcessCompute, ProcessMemory};
-use accel_common::{Error, Res};
+use accel_common::Res;
 
 const MIB: u64 = 1 << 20;
 
@@ -113,74 +113,51 @@ pub fn links(smi: &Smi, dev: &Dev, peers: &[&Dev]) -> Res<Vec<Link>> {
     Ok(out)
 }
 
-/// The processes AMD SMI lists on a device. A device whose list fails is
-/// left out with a warning, so one failing GPU does not hide the others'
-/// processes; a stale handle (GPU reset) is NOT_FOUND for a one-device
-/// query.
-fn procs(smi: &Smi, dev: &Dev) -> Res<Vec<super::smi::ProcInfo>> {
-    match optional(smi.processes(dev.handle)) {
-        Ok(p) => Ok(p.unwrap_or_default()),
-        Err(e) => Err(Error::from(e)),
+/// The processes AMD SMI lists on each device, mapped by `f`. A device
+/// whose list fails (a GPU reset, AMD SMI failing mid-list) is left out
+/// with a warning, so one failing GPU does not hide the others' processes.
+fn per_device<T>(smi: &Smi, devs: &[&Dev], f: impl Fn(&Dev, &ProcInfo) -> T) -> Vec<T> {
+    let mut out = Vec::new();
+    for dev in devs {
+        match optional(smi.processes(dev.handle)) {
+            Ok(list) => out.extend(list.unwrap_or_default().iter().map(|p| f(dev, p))),
+            Err(e) => log_at!(
+                Warn,
+                "amd: processes of {}: {e}; device left out",
+                dev.info.uuid
+            ),
+        }
     }
+    out
 }
 
 pub fn driver_memory(smi: &Smi, devs: &[&Dev]) -> Vec<ProcessMemory> {
-    let mut out = Vec::new();
-    for dev in devs {
-        let list = match procs(smi, dev) {
-            Ok(l) => l,
-            Err(e) => {
-                log_at!(
-                    Warn,
-                    "amd: processes of {}: {e}; device left out",
-                    dev.info.uuid
-                );
-                continue;
-            }
-        };
+    per_device(smi, devs, |dev, p| {
+        let used = p.memory_usage.vram_mem;
         let total = dev.info.total_memory_bytes;
-        out.extend(list.into_iter().map(|p| {
-            let used = p.memory_usage.vram_mem;
-            ProcessMemory {
-                process_id: p.pid.to_string(),
-                device_uuid: dev.info.uuid.clone(),
-                used_bytes: used,
-                reserved_bytes: 0,
-                utilization_percent: if total > 0 {
-                    (used as f64 * 100.0 / total as f64).min(100.0)
-                } else {
-                    0.0
-                },
-            }
-        }));
-    }
-    out
+        ProcessMemory {
+            process_id: p.pid.to_string(),
+            device_uuid: dev.info.uuid.clone(),
+            used_bytes: used,
+            reserved_bytes: 0,
+            utilization_percent: if total > 0 {
+                (used as f64 * 100.0 / total as f64).min(100.0)
+            } else {
+                0.0
+            },
+        }
+    })
 }
 
 /// AMD SMI gives each process's accumulated GFX engine time, not a
 /// utilization: a process is listed with 0 % (unmeasured).
 pub fn driver_compute(smi: &Smi, devs: &[&Dev]) -> Vec<ProcessCompute> {
-    let mut out = Vec::new();
-    for dev in devs {
-        let list = match procs(smi, dev) {
-            Ok(l) => l,
-            Err(e) => {
-                log_at!(
-                    Warn,
-                    "amd: processes of {}: {e}; device left out",
-                    dev.info.uuid
-                );
-                continue;
-            }
-        };
-        out.extend(list.into_iter().map(|p| ProcessCompute {
-            process_id: p.pid.to_string(),
-            device_uuid: dev.info.uuid.clone(),
-            utilization_percent: 0.0,
-            active_sms: 0,
-            total_sms: dev.info.total_compute_units,
-            tflops_used: 0.0,
-        }));
-    }
-    out
+    per_device(smi, devs, |dev, p| ProcessCompute {
+        process_id: p.pid.to_string(),
+        device_uuid: dev.info.uuid.clone(),
+        utilization_percent: 0.0,
+        active_sms: 0,
+        total_sms: dev.info.total_compute_units,
+        tflops_used: 0.0,
+    })
 }

@@ -9,6 +9,8 @@
 //! unloaded, so processor handles and function pointers stay valid.
 
 use super::error::{AmdError, Status};
+pub use crate::dynlib::c_str;
+use crate::dynlib::{sym, Zeroed};
 use libloading::Library;
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_uint, c_void};
@@ -256,14 +258,6 @@ pub struct PartitionProfile {
     pub reserved: [u64; 6],
 }
 
-/// All-zero values of the plain C structures above.
-pub trait Zeroed: Copy {
-    fn zeroed() -> Self {
-        // SAFETY: implemented only for repr(C) structs of integers and
-        // arrays of them, for which all-zero bits are a valid value.
-        unsafe { std::mem::zeroed() }
-    }
-}
 impl Zeroed for AsicInfo {}
 impl Zeroed for VramInfo {}
 impl Zeroed for DriverInfo {}
@@ -277,14 +271,6 @@ impl Zeroed for VramUsage {}
 impl Zeroed for ProcInfo {}
 impl Zeroed for LinkMetrics {}
 impl Zeroed for PartitionProfile {}
-impl Zeroed for u64 {}
-impl Zeroed for i32 {}
-
-/// A fixed C char buffer as a string: up to the first NUL, lossy UTF-8.
-pub fn c_str(buf: &[u8]) -> String {
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).trim().to_string()
-}
 
 // ---------------------------------------------------------------- symbols
 
@@ -366,38 +352,10 @@ fn check(func: &'static str, status: Status) -> R<()> {
     }
 }
 
-fn open_library() -> R<(Library, String)> {
-    let mut tried = Vec::new();
-    let from_env = std::env::var(PATH_ENV).ok().filter(|p| !p.is_empty());
-    let candidates: Vec<String> = match &from_env {
-        // An explicit path that fails is reported, not silently replaced.
-        Some(p) => vec![p.clone()],
-        None => SEARCH_PATHS.iter().map(|s| s.to_string()).collect(),
-    };
-    for path in candidates {
-        // SAFETY: loading libamd_smi.so runs its initializers; it is the
-        // vendor's library, loaded as its own tools load it.
-        match unsafe { Library::new(&path) } {
-            Ok(lib) => return Ok((lib, path)),
-            Err(e) => tried.push(format!("{path}: {e}")),
-        }
-    }
-    Err(AmdError::NotLoaded(tried.join("; ")))
-}
-
-/// Look up `name` as a function of type `T`.
-///
-/// # Safety
-/// `T` must be the function's true C signature.
-unsafe fn sym<T: Copy>(lib: &Library, name: &'static str) -> Option<T> {
-    let mut z = name.as_bytes().to_vec();
-    z.push(0);
-    lib.get::<T>(&z).ok().map(|s| *s)
-}
-
 impl Smi {
     fn load() -> R<Smi> {
-        let (lib, path) = open_library()?;
+        let (lib, path) =
+            crate::dynlib::open(PATH_ENV, SEARCH_PATHS).map_err(AmdError::NotLoaded)?;
         macro_rules! required {
             ($name:literal) => {
                 // SAFETY: the type is the signature amdsmi.h declares for $name.
