@@ -10,7 +10,7 @@ VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kin
 # Every test run gets a private state directory.
 TEST_STATE = $(shell mktemp -d /tmp/accelerator-test.XXXXXX)
 
-VENDORS  := stub ascend nvidia
+VENDORS  := stub ascend nvidia amd
 .PHONY: all help $(VENDORS) run test test-run test-valgrind check-headers headers lint cargo-test \
         install clean FORCE
 
@@ -44,7 +44,7 @@ check-headers: headers
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --target-dir target/stub -- -D warnings
-	$(CARGO) clippy --workspace --all-targets --no-default-features --features nvidia,ascend \
+	$(CARGO) clippy --workspace --all-targets --no-default-features --features nvidia,ascend,amd \
 	  --target-dir target/all -- -D warnings
 
 cargo-test:
@@ -72,7 +72,7 @@ $(BUILD)/c-tests/test_usage_merge: c-tests/test_usage_merge.c c-tests/test_util.
 
 .PHONY: test-usage-merge
 test-usage-merge: $(LIMITER_SO) $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator.so \
-                  $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS)
+                  $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) \
 	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator.so $(LIMITER_SO)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_VENDOR=nvidia \
@@ -82,6 +82,8 @@ test-usage-merge: $(LIMITER_SO) $(BUILD)/c-tests/test_usage_merge $(BUILD)/libac
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_VENDOR=ascend \
 	  ACCELERATOR_DCMI_PATH=$(ASCEND_FAKES)/libdcmi.so FAKE_DCMI_STATE=$(TEST_STATE) \
 	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator_ascend.so $(LIMITER_SO)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(AMD_ENV) \
+	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator_amd.so $(LIMITER_SO)
 
 TEST_RUN_EXTRA += test-usage-merge
 

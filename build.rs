@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-const VENDORS: &[&str] = &["stub", "nvidia", "ascend"];
+const VENDORS: &[&str] = &["stub", "nvidia", "ascend", "amd"];
 
 fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");

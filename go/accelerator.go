@@ -139,7 +139,7 @@ func oom(op string) error {
 	return &Error{Code: CodeResourceExhausted, Op: op, Message: op + ": resource exhausted: out of memory"}
 }
 
-// VendorName is the active vendor ("stub", "nvidia", "ascend").
+// VendorName is the active vendor ("stub", "nvidia", "ascend", "amd").
 func VendorName() (string, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

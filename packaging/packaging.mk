@@ -69,7 +69,7 @@ uninstall:
 # its links, and accelerator.pc picks one through its `vendor` variable
 # (stub by default: pkg-config --define-variable=vendor=nvidia ...).
 DIST_NAME    := accelerator-$(VERSION)
-DIST_VENDORS := stub nvidia ascend
+DIST_VENDORS := stub nvidia ascend amd
 DIST_STAGE   := $(BUILD)/dist/$(DIST_NAME)
 dist: $(foreach v,$(DIST_VENDORS),$(BUILD)/libaccelerator_$(v).so) \
       $(if $(HAVE_LIMITER),$(BUILD)/liblimiter.so) $(HOOK_LIB)

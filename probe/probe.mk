@@ -27,7 +27,7 @@ VALGRIND_EXTRA += valgrind-probe
 # The PCI tests (probe/test_pci.sh): every tree, every vendor build.
 .PHONY: test-pci
 test-pci: $(PCI_TREES)/.stamp $(BUILD)/probe $(BUILD)/libaccelerator.so \
-          $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS)
+          $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
 	probe/test_pci.sh $(BUILD)/probe $(PCI_TREES) $(BUILD)
 
 TEST_RUN_EXTRA += test-pci

@@ -15,6 +15,7 @@ builds=(
   "stub   $B/libaccelerator.so"
   "nvidia $B/libaccelerator_nvidia.so ACCELERATOR_NVML_PATH=$B/fakes/nvidia/libnvidia-ml.so.1 ACCELERATOR_CUDA_PATH=$B/fakes/nvidia/libcuda.so.1"
   "ascend $B/libaccelerator_ascend.so ACCELERATOR_DCMI_PATH=$B/fakes/ascend/libdcmi.so"
+  "amd    $B/libaccelerator_amd.so ACCELERATOR_AMDSMI_PATH=$B/fakes/amd/libamd_smi.so ACCELERATOR_AMD_SYSFS=$B/fakes/amd/sys"
 )
 # The library (field 2) and environment (the rest) of vendor $want.
 lib_of() { local b; for b in "${builds[@]}"; do set -- $b; if [ "$1" = "$want" ]; then echo "$2"; return; fi; done; }
@@ -25,7 +26,7 @@ run() {
   local tree=$1 want=$2 mode=$3; shift 3
   local lib env
   lib=$(lib_of) env=$(env_of)
-  [ "$mode" = nodriver ] && env="ACCELERATOR_NVML_PATH=/nonexistent/libnvidia-ml.so.1 ACCELERATOR_DCMI_PATH=/nonexistent/libdcmi.so"
+  [ "$mode" = nodriver ] && env="ACCELERATOR_NVML_PATH=/nonexistent/libnvidia-ml.so.1 ACCELERATOR_DCMI_PATH=/nonexistent/libdcmi.so ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so"
   rm -rf "$state/s" && mkdir "$state/s"
   env ACCELERATOR_SYSFS_ROOT="$trees/$tree" ACCELERATOR_STATE_DIR="$state/s" FAKE_DCMI_STATE="$state/s" \
       ACCELERATOR_LOG=warn $env "$probe" "$@" "$lib" > "$state/out" 2> "$state/err" ||

@@ -12,19 +12,25 @@
 
 pub mod abi;
 mod api;
+#[cfg(any(feature = "ascend", feature = "amd"))]
+mod dynlib;
 mod hostfiles;
 mod hypervisor;
 mod log;
 mod pci;
 mod sampler;
 mod select;
-#[cfg(any(feature = "nvidia", feature = "ascend"))]
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 mod usage;
 pub mod vendor;
 
 // One module per vendor directory under vendors/, compiled in by its feature.
 // Vendors export nothing; cbindgen:ignore keeps their FFI constants out of
 // the header.
+/// cbindgen:ignore
+#[cfg(feature = "amd")]
+#[path = "../vendors/amd/mod.rs"]
+mod amd;
 /// cbindgen:ignore
 #[cfg(feature = "ascend")]
 #[path = "../vendors/ascend/mod.rs"]

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Usage: test_link.sh BUILD_DIR NVIDIA_FAKES ASCEND_FAKES
+# (the AMD fake comes from the environment: ACCELERATOR_AMDSMI_PATH and
+# ACCELERATOR_AMD_SYSFS, as vendors/amd/vendor.mk sets them)
 # Links c-tests/link/linked.c against each vendor build the way consumers
 # do, from a clean copy of the build tree (only the libraries: no stray
 # symlink can satisfy the loader), and runs it:
@@ -16,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 lib=$tmp/build
 mkdir -p "$lib"
 cp "$build"/libaccelerator_stub.so "$build"/libaccelerator_nvidia.so \
-   "$build"/libaccelerator_ascend.so "$build"/libaccelerator.so "$lib"/
+   "$build"/libaccelerator_ascend.so "$build"/libaccelerator_amd.so "$build"/libaccelerator.so "$lib"/
 export ACCELERATOR_STATE_DIR=$tmp/state ACCELERATOR_LOG=error
 export ACCELERATOR_NVML_PATH=$nvidia_fakes/libnvidia-ml.so.1
 export ACCELERATOR_CUDA_PATH=$nvidia_fakes/libcuda.so.1
@@ -35,7 +37,7 @@ run() { # name expected-vendor link-args...
     failed=$((failed + 1))
   fi
 }
-for v in stub nvidia ascend; do
+for v in stub nvidia ascend amd; do
   run "$v-by-l" "$v" -L"$lib" -laccelerator_"$v"
   run "$v-by-path" "$v" "$lib/libaccelerator_$v.so"
 done

@@ -5,7 +5,7 @@
  * NVIDIA and Ascend builds; under valgrind in `make test`.
  *
  * Usage: test_v2 LIB VENDOR TEMPLATE
- *   VENDOR   stub | nvidia | ascend (what the library must report)
+ *   VENDOR   stub | nvidia | ascend | amd (what the library must report)
  *   TEMPLATE a partition template of device 0
  * The environment selects the fakes (see c-tests/v2/v2.mk). */
 #include "accelerator.h"
@@ -130,6 +130,8 @@ static void test_init_and_discovery(void) {
       CHECK(strncmp(b->deviceNode, "/dev/nvidia", 11) == 0, "node %s", b->deviceNode);
     if (strcmp(vendor, "ascend") == 0)
       CHECK(strncmp(b->deviceNode, "/dev/davinci", 12) == 0, "node %s", b->deviceNode);
+    if (strcmp(vendor, "amd") == 0)
+      CHECK(strncmp(b->deviceNode, "/dev/dri/renderD", 16) == 0, "node %s", b->deviceNode);
   }
 }
 
@@ -160,6 +162,9 @@ static void test_topology(void) {
               "nvidia NVLink peer: level %d bw %lld", n->topoLevel, (long long)n->bandwidthBytesPerSec);
       if (strcmp(vendor, "ascend") == 0)
         CHECK(n->bandwidthBytesPerSec == 0, "ascend: DCMI gives no bandwidth");
+      if (strcmp(vendor, "amd") == 0) /* the fake's XGMI maximum: 64000 MB/s */
+        CHECK(n->topoLevel == TOPO_LEVEL_INTERNAL && n->bandwidthBytesPerSec == 64000000000LL,
+              "amd XGMI peer: level %d bw %lld", n->topoLevel, (long long)n->bandwidthBytesPerSec);
     }
     CHECK(all_zero(&r->peers[r->peerCount], (64 - r->peerCount) * sizeof(DeviceTopoNode)),
           "row %zu: unused peers zero", i);
@@ -240,6 +245,13 @@ static void test_partition_and_metrics(void) {
           "GI cap node %s", pr.deviceNodes[1]);
     CHECK(sscanf(pr.deviceNodes[2], "/dev/nvidia-caps/nvidia-cap%u=", &ci) == 1 && ci == gi + 100,
           "CI cap node %s", pr.deviceNodes[2]);
+  } else if (strcmp(vendor, "amd") == 0) {
+    /* A device-wide mode: the GPU as the ROCm container toolkit names it. */
+    CHECK(strcmp(pr.envVars[0], "AMD_VISIBLE_DEVICES=0") == 0, "amd env %s", pr.envVars[0]);
+    snprintf(want, sizeof want, "%s=%s", devices[0].basic.deviceNode, devices[0].basic.deviceNode);
+    CHECK(pr.type == PARTITION_TYPE_DEVICE_NODE && strcmp(pr.deviceNodes[0], "/dev/kfd=/dev/kfd") == 0 &&
+              strcmp(pr.deviceNodes[1], want) == 0,
+          "amd nodes %s %s", pr.deviceNodes[0], pr.deviceNodes[1]);
   } else {
     unsigned vdev = 0;
     CHECK(sscanf(pr.envVars[0], "ASCEND_VISIBLE_DEVICES=%u", &vdev) == 1, "vNPU env %s", pr.envVars[0]);
@@ -396,7 +408,7 @@ static void test_snapshot(void) {
   if (strcmp(vendor, "stub") == 0) {
     EXPECT_RC(p_AccelSnapshot(&self), ACCEL_SUCCESS);
     EXPECT_RC(p_AccelResume(&self), ACCEL_SUCCESS);
-  } else if (strcmp(vendor, "ascend") == 0) {
+  } else if (strcmp(vendor, "ascend") == 0 || strcmp(vendor, "amd") == 0) {
     EXPECT_RC(p_AccelSnapshot(&self), ACCEL_ERROR_NOT_SUPPORTED);
   } else {
     test_nvidia_processes();
@@ -404,8 +416,11 @@ static void test_snapshot(void) {
 }
 
 /* What the drivers report on a fresh node: nothing, except the Ascend
- * fake's one process (pid 4242, 512 MiB on its first NPU). */
-static size_t driver_processes(void) { return strcmp(vendor, "ascend") == 0 ? 1 : 0; }
+ * fake's one process (pid 4242, 512 MiB on its first NPU) and the AMD
+ * fake's (pid 4343, 2 GiB on GPU 1). */
+static size_t driver_processes(void) {
+  return strcmp(vendor, "ascend") == 0 || strcmp(vendor, "amd") == 0 ? 1 : 0;
+}
 
 static atomic_int thread_failures;
 static void *list_processes(void *arg) {
@@ -430,9 +445,14 @@ static void test_processes(void) {
   /* Loading the library and setting limits does not make a process appear. */
   EXPECT_RC(p_AccelGetProcessInformation(infos, 4, &n), ACCEL_SUCCESS);
   CHECK(n == driver_processes(), "fresh node lists %zu processes", n);
-  if (n == 1)
+  if (n == 1 && strcmp(vendor, "ascend") == 0)
     CHECK(strcmp(infos[0].processId, "4242") == 0 && infos[0].memoryUsedBytes == 512ull << 20 &&
               strncmp(infos[0].deviceUUID, "ascend-", 7) == 0,
+          "the driver's process: %s %llu", infos[0].processId,
+          (unsigned long long)infos[0].memoryUsedBytes);
+  if (n == 1 && strcmp(vendor, "amd") == 0)
+    CHECK(strcmp(infos[0].processId, "4343") == 0 && infos[0].memoryUsedBytes == 2048ull << 20 &&
+              strcmp(infos[0].deviceUUID, devices[1].basic.uuid) == 0,
           "the driver's process: %s %llu", infos[0].processId,
           (unsigned long long)infos[0].memoryUsedBytes);
   pthread_t t[8];
@@ -464,13 +484,16 @@ static void test_mounts(const char *lib_path) {
           "NVML and libcuda from the loaded driver dir (%zu mounts)", n);
   else if (strcmp(vendor, "ascend") == 0)
     CHECK(has_mount(m, n, "/libdcmi.so"), "libdcmi.so (%zu mounts)", n);
+  else if (strcmp(vendor, "amd") == 0)
+    CHECK(has_mount(m, n, "/libamd_smi.so"), "libamd_smi.so (%zu mounts)", n);
   else /* the stub has no driver: at most the preload library beside it (build/ has one) */
     CHECK(n == 0 || (n == 1 && has_mount(m, n, "/libcuda_limiter.so")),
           "stub: nothing but the preload library to mount, %zu", n);
   for (size_t i = 0; i < n; i++)
     CHECK(m[i].hostPath[0] == '/' && m[i].guestPath[0] == '/', "mount %zu paths", i);
 
-  /* The preload library beside a copy of this library is listed (not for Ascend). */
+  /* The preload library beside a copy of this library is listed (the CUDA
+   * hook: not for Ascend or AMD). */
   char dir[] = "/tmp/accelerator-v2-mount.XXXXXX";
   if (!mkdtemp(dir))
     return;
@@ -490,7 +513,8 @@ static void test_mounts(const char *lib_path) {
     for (size_t i = 0; i < n; i++)
       if (strcmp(m[i].hostPath, preload) == 0)
         listed = strcmp(m[i].guestPath, "/usr/local/lib/accelerator/libcuda_limiter.so") == 0;
-    CHECK(listed == (strcmp(vendor, "ascend") != 0), "%s: preload library listed: %d", vendor, listed);
+    CHECK(listed == (strcmp(vendor, "stub") == 0 || strcmp(vendor, "nvidia") == 0),
+          "%s: preload library listed: %d", vendor, listed);
     /* Not dlclosed: the library's chosen vendor is a process-lifetime
      * static, which an unload does not free (valgrind would see it lost). */
   }

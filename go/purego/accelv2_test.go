@@ -12,7 +12,7 @@ import (
 // (c-tests/v2/v2.mk runs this once per vendor):
 //
 //	ACCEL_V2_LIB       the library (default: $ACCELERATOR_LIB, the stub build)
-//	ACCEL_V2_VENDOR    stub | nvidia | ascend (default stub)
+//	ACCEL_V2_VENDOR    stub | nvidia | ascend | amd (default stub)
 //	ACCEL_V2_TEMPLATE  a partition template of device 0 (default the stub's)
 func config(t *testing.T) (lib, vendor, template string) {
 	lib = os.Getenv("ACCEL_V2_LIB")
@@ -143,7 +143,10 @@ func TestHypervisorFlow(t *testing.T) {
 	}
 	part := strings.ToLower(Str(pr.DeviceUUID[:]))
 	env := strings.ToLower(Str(pr.EnvVars[0][:]))
-	if part == "" || !strings.Contains(env, "=") || !strings.HasSuffix(env, part) && vendor != "ascend" {
+	// Ascend and AMD name the device (vNPU number, GPU index) in the
+	// environment, not the partition's UUID.
+	namesPart := vendor != "ascend" && vendor != "amd"
+	if part == "" || !strings.Contains(env, "=") || namesPart && !strings.HasSuffix(env, part) {
 		t.Errorf("partition %q env %q", part, env)
 	}
 	mounts := make([]MountPath, 64)

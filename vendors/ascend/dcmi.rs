@@ -8,6 +8,8 @@
 //! never unloaded, so the function pointers stay valid for the process.
 
 use super::error::AscendError;
+pub use crate::dynlib::{c_chars, c_str};
+use crate::dynlib::{sym, Zeroed};
 use libloading::Library;
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
@@ -222,14 +224,6 @@ pub struct VdevQuery {
     pub query_info: VdevQueryInfo,
 }
 
-/// All-zero values of the plain C structures above.
-pub trait Zeroed: Copy {
-    fn zeroed() -> Self {
-        // SAFETY: implemented only for repr(C) structs of integers, floats
-        // and arrays of them, for which all-zero bits are a valid value.
-        unsafe { std::mem::zeroed() }
-    }
-}
 impl Zeroed for ChipInfo {}
 impl Zeroed for ChipInfoV2 {}
 impl Zeroed for PcieInfoAll {}
@@ -241,19 +235,6 @@ impl Zeroed for CreateVdevRes {}
 impl Zeroed for CreateVdevOut {}
 impl Zeroed for SocTotalResource {}
 impl Zeroed for VdevQuery {}
-impl Zeroed for c_int {}
-impl Zeroed for c_uint {}
-
-/// A fixed C char buffer as a string: up to the first NUL, lossy UTF-8.
-pub fn c_str(buf: &[u8]) -> String {
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).trim().to_string()
-}
-
-pub fn c_chars(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
-    c_str(&bytes)
-}
 
 // ---------------------------------------------------------------- symbols
 
@@ -332,42 +313,10 @@ fn check(func: &'static str, code: c_int) -> R<()> {
     }
 }
 
-fn open_library() -> R<(Library, String)> {
-    let mut tried = Vec::new();
-    let from_env = std::env::var(PATH_ENV).ok().filter(|p| !p.is_empty());
-    let candidates: Vec<String> = from_env
-        .iter()
-        .cloned()
-        .chain(SEARCH_PATHS.iter().map(|s| s.to_string()))
-        .collect();
-    for path in candidates {
-        // SAFETY: loading libdcmi.so runs its initializers; it is the
-        // vendor's library, loaded exactly as its own tools load it.
-        match unsafe { Library::new(&path) } {
-            Ok(lib) => return Ok((lib, path)),
-            Err(e) => tried.push(format!("{path}: {e}")),
-        }
-        if from_env.is_some() && tried.len() == 1 {
-            // An explicit path that fails is reported, not silently replaced.
-            return Err(AscendError::NotLoaded(tried.join("; ")));
-        }
-    }
-    Err(AscendError::NotLoaded(tried.join("; ")))
-}
-
-/// Look up `name` as a function of type `T`.
-///
-/// # Safety
-/// `T` must be the function's true C signature.
-unsafe fn sym<T: Copy>(lib: &Library, name: &'static str) -> Option<T> {
-    let mut z = name.as_bytes().to_vec();
-    z.push(0);
-    lib.get::<T>(&z).ok().map(|s| *s)
-}
-
 impl Dcmi {
     fn load() -> R<Dcmi> {
-        let (lib, path) = open_library()?;
+        let (lib, path) =
+            crate::dynlib::open(PATH_ENV, SEARCH_PATHS).map_err(AscendError::NotLoaded)?;
         macro_rules! required {
             ($name:literal) => {
                 // SAFETY: the type is the signature DCMI documents for $name.

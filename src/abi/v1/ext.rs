@@ -41,7 +41,7 @@ pub extern "C" fn acceleratorAbiVersion() -> u32 {
     ACCELERATOR_ABI_VERSION
 }
 
-/// The active vendor's name ("stub", "nvidia", "ascend"), or "" when the
+/// The active vendor's name ("stub", "nvidia", "ascend", "amd"), or "" when the
 /// configuration names no usable vendor (the last error says why).
 #[no_mangle]
 pub extern "C" fn acceleratorVendorName() -> *const c_char {
@@ -52,6 +52,7 @@ pub extern "C" fn acceleratorVendorName() -> *const c_char {
             "stub" => c"stub",
             "nvidia" => c"nvidia",
             "ascend" => c"ascend",
+            "amd" => c"amd",
             _ => c"unknown",
         };
         Ok(())
