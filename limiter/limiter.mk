@@ -17,7 +17,7 @@ limiter: $(LIMITER_SO)
 $(LIMITER_SO): FORCE
 	$(CARGO) build --release -p limiter --target-dir target/limiter
 	@mkdir -p $(BUILD)
-	cp target/limiter/release/liblimiter.so $@
+	$(call replace,target/limiter/release/liblimiter.so,$@)
 	ln -sfn liblimiter.so $(BUILD)/liblimiter.so.1  # its soname: -llimiter from build/ starts
 
 include/limiter.h: $(LIMITER_SO)
