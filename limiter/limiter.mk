@@ -6,7 +6,7 @@
 # Its C tests join `make test` through TEST_RUN_EXTRA and VALGRIND_EXTRA.
 
 LIMITER_SO    := $(BUILD)/liblimiter.so
-LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults
+LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults test_lifetime
 LIMITER_BIN   := $(BUILD)/c-tests/limiter
 
 .PHONY: limiter bench limiter-test limiter-valgrind
@@ -35,6 +35,7 @@ limiter-test: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_kill $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_ns $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_state_faults $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_lifetime $(LIMITER_SO) $(BUILD)/libaccelerator.so
 
 limiter-valgrind: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN)/,$(LIMITER_TESTS))
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 \
