@@ -154,6 +154,10 @@ fn pass(lim: &Limits) -> usize {
     let named = limits::named_workers(lim);
     for (worker, wk) in &named {
         let dir = workers::worker_dir(worker);
+        if wk.books_ino.load(Acquire) == 0 {
+            // An entry of an older library: the books as first seen.
+            limits::record_books(wk, worker);
+        }
         let recorded = match wk.books_ino.load(Acquire) {
             0 => None,
             ino => Some([wk.books_dev.load(Relaxed), ino, wk.books_born.load(Relaxed)]),

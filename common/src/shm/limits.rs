@@ -477,13 +477,19 @@ fn claim_worker(lim: &'static Limits, worker: &str) -> Res<usize> {
     };
     let wk = &lim.workers[w];
     if wk.books_ino.load(Acquire) == 0 {
-        if let Some([dev, ino, born]) = lifetime::books_identity(worker) {
-            wk.books_dev.store(dev, Relaxed);
-            wk.books_born.store(born, Relaxed);
-            wk.books_ino.store(ino, Release);
-        }
+        record_books(wk, worker);
     }
     Ok(w)
+}
+
+/// Record the identity of `worker`'s books in its entry (the directory
+/// lock held), if they exist.
+pub(super) fn record_books(wk: &LimitWorker, worker: &str) {
+    if let Some([dev, ino, born]) = lifetime::books_identity(worker) {
+        wk.books_dev.store(dev, Relaxed);
+        wk.books_born.store(born, Relaxed);
+        wk.books_ino.store(ino, Release);
+    }
 }
 
 /// Every worker the host named, with its entry (for `lifetime.rs`).
@@ -542,4 +548,3 @@ pub(super) fn forget_locked(lim: &Limits, worker: &str) -> bool {
     lim.header.generation.fetch_add(1, AcqRel);
     true
 }
-
