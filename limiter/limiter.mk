@@ -9,7 +9,7 @@ LIMITER_SO    := $(BUILD)/liblimiter.so
 LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults test_lifetime
 LIMITER_BIN   := $(BUILD)/c-tests/limiter
 
-.PHONY: limiter bench limiter-test limiter-valgrind lifetime-test
+.PHONY: limiter bench limiter-test limiter-valgrind lifetime-test bench-scale
 
 limiter: $(LIMITER_SO)
 
@@ -58,6 +58,18 @@ limiter-valgrind: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER
 
 bench: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(LIMITER_BIN)/bench_limiter
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/bench_limiter $(LIMITER_SO) $(BUILD)/libaccelerator.so
+
+# The scale benchmark (docs/scale.md): host calls, the sampler and the state
+# directory at N workers x P processes, on the nvidia build and its fakes.
+bench-scale: $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so $(LIMITER_BIN)/bench_scale \
+             $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1
+	d=$$(mktemp -d /dev/shm/accelerator-bench.XXXXXX 2>/dev/null || mktemp -d /tmp/accelerator-bench.XXXXXX) && \
+	  ACCELERATOR_STATE_DIR=$$d ACCELERATOR_LOG=error ACCELERATOR_VENDOR=nvidia \
+	  ACCELERATOR_NVML_PATH=$(NVIDIA_FAKES)/libnvidia-ml.so.1 ACCELERATOR_CUDA_PATH=$(NVIDIA_FAKES)/libcuda.so.1 \
+	  $(LIMITER_BIN)/bench_scale $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so \
+	  GPU-00000000-0000-0000-0000-0000000000h1; rc=$$?; rm -rf "$$d"; exit $$rc
+
+bench: bench-scale
 
 TEST_RUN_EXTRA += limiter-test
 VALGRIND_EXTRA += limiter-valgrind
