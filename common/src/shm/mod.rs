@@ -90,7 +90,7 @@ pub use reports::{
     set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 pub use steer::{
-    drop_sampler_lease, gain_of, next_gain, set_gain, steady_utilization, steer_of,
+    drop_sampler_lease, gain_of, mark_measured, next_gain, set_gain, steady_utilization, steer_of,
     take_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
 pub use workers::{books_path, worker_dir};
