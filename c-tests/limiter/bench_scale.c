@@ -19,15 +19,12 @@
  * The churn test's figures are in `make lifetime-test`'s output. */
 #include "accelerator.h"
 #include "limiter.h"
+#include "worker_proc.h"
 
 #include <dlfcn.h>
-#include <ftw.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,38 +61,12 @@ static int cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static uint64_t tree_bytes;
-static int add_blocks(const char *p, const struct stat *st, int flag, struct FTW *f) {
-  (void)p, (void)flag, (void)f;
-  tree_bytes += (uint64_t)st->st_blocks * 512;
-  return 0;
-}
-
 static pid_t start_process(const char *w) {
-  int p[2];
-  if (pipe(p) != 0)
-    return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    setenv("ACCELERATOR_WORKER_ID", w, 1);
-    char me[16];
-    snprintf(me, sizeof me, "%d", (int)getpid());
-    MemoryOpRecord r;
-    memset(&r, 0, sizeof r);
-    char ok = mem(me, dev, 1 << 20, &r) == RESULT_SUCCESS ? 'y' : 'n';
-    if (write(p[1], &ok, 1) != 1)
-      _exit(1);
-    for (;;)
-      pause();
-  }
-  close(p[1]);
-  char ok = 0;
-  if (pid < 0 || read(p[0], &ok, 1) != 1 || ok != 'y') {
+  pid_t pid = worker_process(mem, w, dev);
+  if (pid <= 0) {
     fprintf(stderr, "a process of %s did not register\n", w);
     exit(1);
   }
-  close(p[0]);
   return pid;
 }
 
@@ -144,13 +115,9 @@ static void row(int n, int p, double out[COLS]) {
   double a = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
   usleep(2000 * 1000);
   out[4] = (cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - a) / 2e9 * 100;
-  tree_bytes = 0;
-  nftw(state, add_blocks, 16, FTW_PHYS);
-  out[5] = (double)tree_bytes / 1024;
-  for (int i = 0; i < total; i++) {
-    kill(pids[i], SIGKILL);
-    waitpid(pids[i], NULL, 0);
-  }
+  out[5] = (double)tree_ram(state) / 1024;
+  for (int i = 0; i < total; i++)
+    end_worker_process(pids[i]);
   for (int i = 0; i < n; i++) {
     snprintf(w, sizeof w, "scale-%d-%d-%d", n, p, i);
     removeWorker(NULL, w);

@@ -10,12 +10,10 @@
  * 2,000). */
 #include "limiter_load.h"
 #include "../test_util.h"
+#include "worker_proc.h"
 
-#include <ftw.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,19 +29,6 @@ static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* RAM a tree takes on tmpfs: its files' and directories' allocated blocks. */
-static uint64_t tree_bytes;
-static int add_blocks(const char *p, const struct stat *st, int flag, struct FTW *f) {
-  (void)p, (void)flag, (void)f;
-  tree_bytes += (uint64_t)st->st_blocks * 512;
-  return 0;
-}
-static uint64_t bytes_of(const char *path) {
-  tree_bytes = 0;
-  nftw(path, add_blocks, 16, FTW_PHYS);
-  return tree_bytes;
 }
 
 static uint64_t file_bytes(const char *path) {
@@ -64,46 +49,7 @@ static int entries_in(const char *path) {
   return n;
 }
 
-/* A process of worker `w`: forked, allocates 1 MiB on D0 through the
- * limiter (registering itself in w's books), then waits to be killed.
- * Returns its pid, or -1 when its allocation failed. */
-static pid_t start_process(const char *w) {
-  int p[2];
-  if (pipe(p) != 0)
-    return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    setenv("ACCELERATOR_WORKER_ID", w, 1);
-    char me[16];
-    snprintf(me, sizeof me, "%d", (int)getpid());
-    MemoryOpRecord r;
-    memset(&r, 0, sizeof r);
-    char ok = L.mem(me, D0, 1 << 20, &r) == RESULT_SUCCESS && !r.shouldBlock ? 'y' : 'n';
-    if (write(p[1], &ok, 1) != 1)
-      _exit(1);
-    for (;;)
-      pause();
-  }
-  close(p[1]);
-  char ok = 0;
-  if (pid < 0 || read(p[0], &ok, 1) != 1 || ok != 'y') {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, NULL, 0);
-    }
-    pid = -1;
-  }
-  close(p[0]);
-  return pid;
-}
-
-static void end_process(pid_t pid) {
-  if (pid > 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-}
+static pid_t start_process(const char *w) { return worker_process(L.mem, w, D0); }
 
 /* Whether `w` still has its one-time memory limit `limit` on D0: another
  * value is refused. (A worker that lost it gets the new value: a failure.) */
@@ -132,10 +78,10 @@ static void test_books_sized_to_use(void) {
   pid_t p = start_process("size-1");
   CHECK(p > 0, "a process of worker size-1 allocated");
   worker_dir(dir, sizeof dir, "size-1");
-  uint64_t one = bytes_of(dir);
+  uint64_t one = tree_ram(dir);
   printf("  worker with one process: %llu KiB of RAM in the state directory\n", (unsigned long long)(one >> 10));
   CHECK(one > 0 && one <= 64 << 10, "one idle worker with one process costs <= 64 KiB (%llu B)", (unsigned long long)one);
-  end_process(p);
+  end_worker_process(p);
   EXPECT_RC(removeWorker(NULL, "size-1"), RESULT_SUCCESS);
 
   enum { N = 500 };
@@ -150,14 +96,14 @@ static void test_books_sized_to_use(void) {
   CHECK(started == N, "500 workers with a process each started (%d)", started);
   char workers[4200];
   snprintf(workers, sizeof workers, "%s/workers", state);
-  uint64_t all = bytes_of(workers);
+  uint64_t all = tree_ram(workers);
   printf("  500 workers x 1 process: %.1f MB of RAM in the state directory\n", (double)all / 1e6);
   CHECK(all <= 64000000ULL, "500 workers x 1 process cost <= 64 MB (%llu B)", (unsigned long long)all);
   int removed = 0;
   for (int i = 0; i < N; i++) {
     char w[32];
     snprintf(w, sizeof w, "size-%d", i + 2);
-    end_process(pids[i]);
+    end_worker_process(pids[i]);
     removed += removeWorker(NULL, w) == RESULT_SUCCESS;
   }
   CHECK(removed == N, "500 ended workers removed (%d)", removed);
@@ -184,7 +130,7 @@ static void test_remove(void) {
   CHECK(kept("rm-live", GIB), "a removed worker with a live process keeps its limit");
   worker_dir(dir, sizeof dir, "rm-live");
   CHECK(access(dir, F_OK) == 0, "and its books");
-  end_process(p);
+  end_worker_process(p);
   set_reclaim("0"); /* the next pass now, not in 10 s */
   host_pass();
   CHECK(access(dir, F_OK) != 0 && gone("rm-live"), "once its process died, the next pass removed it");
@@ -207,7 +153,7 @@ static void test_reclaim(void) {
   for (int i = 0; i < 3; i++)
     host_pass();
   CHECK(kept("live", GIB), "a live worker keeps its limit");
-  end_process(p);
+  end_worker_process(p);
 
   /* A tenant that empties its own books keeps its limit: removed... */
   EXPECT_ACC(L.setMem("swap", D0, GIB), RESULT_SUCCESS);
@@ -221,7 +167,7 @@ static void test_reclaim(void) {
   unlink(books);
   p = start_process("swap");
   CHECK(p > 0, "a process of swap made new books");
-  end_process(p);
+  end_worker_process(p);
   host_pass();
   CHECK(kept("swap", GIB), "replaced books: the limit stays");
   /* ...or cut short. */
@@ -240,7 +186,7 @@ static void test_reclaim(void) {
   set_reclaim("1");
   EXPECT_ACC(L.setMem("idle", D0, GIB), RESULT_SUCCESS);
   p = start_process("idle");
-  end_process(p);
+  end_worker_process(p);
   usleep(600 * 1000);
   host_pass(); /* first seen unused */
   CHECK(kept("idle", GIB), "not yet: unused for less than 1 s");
@@ -264,7 +210,7 @@ static void test_churn(void) {
   set_reclaim("600");
   char limits[4200];
   snprintf(limits, sizeof limits, "%s/limits.shm", state);
-  uint64_t empty = bytes_of(state);
+  uint64_t empty = tree_ram(state);
   long errors = 0;
   uint64_t peak = 0;
   double t0 = now_s();
@@ -273,7 +219,7 @@ static void test_churn(void) {
     if (i >= ALIVE) { /* end worker i - 500 */
       long j = i - ALIVE;
       snprintf(w, sizeof w, "churn-%ld", j);
-      end_process(pids[j % ALIVE]);
+      end_worker_process(pids[j % ALIVE]);
       pids[j % ALIVE] = 0;
       Result rc = removeWorker(NULL, w);
       if (rc != RESULT_SUCCESS && errors++ < 5)
@@ -291,13 +237,13 @@ static void test_churn(void) {
       }
     }
     if (i % 1000 == 999) {
-      uint64_t b = bytes_of(state);
+      uint64_t b = tree_ram(state);
       if (b > peak)
         peak = b;
     }
   }
   double t = now_s() - t0;
-  uint64_t end = bytes_of(state);
+  uint64_t end = tree_ram(state);
   char workers[4200];
   snprintf(workers, sizeof workers, "%s/workers", state);
   printf("  churn: %ld workers (%d alive at a time, 1 in %d with a process) in %.1f s (%.0f us a worker); "
