@@ -11,6 +11,13 @@ VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kin
 TEST_STATE = $(shell mktemp -d /tmp/accelerator-test.XXXXXX)
 
 VENDORS  := stub ascend nvidia amd
+
+# Copy build outputs in by rename, never over the old file in place: a
+# process that mapped the old one (a host that loaded
+# build/libaccelerator_nvidia.so) keeps its pages. $(call replace,SOURCES,DEST):
+# DEST is a file (one source) or a directory.
+replace = for s in $(1); do d=$(2); if [ -d "$$d" ]; then d="$$d/$$(basename "$$s")"; fi; \
+            cp "$$s" "$$d.tmp.$$$$" && mv -f "$$d.tmp.$$$$" "$$d" || exit 1; done
 .PHONY: all help $(VENDORS) run test test-run test-valgrind check-headers headers lint cargo-test \
         install clean FORCE
 
@@ -20,10 +27,10 @@ all: $(BUILD)/libaccelerator.so
 $(BUILD)/libaccelerator_%.so: FORCE
 	$(CARGO) build --release --no-default-features --features $* --target-dir target/$*
 	@mkdir -p $(BUILD)
-	cp target/$*/release/libaccelerator.so $@
+	$(call replace,target/$*/release/libaccelerator.so,$@)
 
 $(BUILD)/libaccelerator.so: $(BUILD)/libaccelerator_stub.so
-	cp $< $@
+	$(call replace,$<,$@)
 
 $(VENDORS): %: $(BUILD)/libaccelerator_%.so
 

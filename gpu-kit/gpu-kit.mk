@@ -17,10 +17,10 @@ $(KIT_DIR)/kit_lib: gpu-kit/kit_lib.c c-tests/nvml_raw.h include/accelerator.h
 .PHONY: gpu-kit test-gpu-kit
 gpu-kit: $(BUILD)/libaccelerator_nvidia.so $(BUILD)/probe $(LIMITER_SO) $(HOOK_SO) $(KIT_DIR)/kit_cuda \
          $(KIT_DIR)/kit_lib
-	cp $(BUILD)/libaccelerator_nvidia.so $(BUILD)/probe $(LIMITER_SO) $(HOOK_SO) $(KIT_DIR)/
-	cp gpu-kit/run.sh gpu-kit/kit.py gpu-kit/kit_compute.py gpu-kit/check_forbidden.sh gpu-kit/README.md $(KIT_DIR)/
+	$(call replace,$(BUILD)/libaccelerator_nvidia.so $(BUILD)/probe $(LIMITER_SO) $(HOOK_SO),$(KIT_DIR))
+	$(call replace,gpu-kit/run.sh gpu-kit/kit.py gpu-kit/kit_compute.py gpu-kit/check_forbidden.sh gpu-kit/README.md,$(KIT_DIR))
 	@# Sources, to rebuild there if ever needed: cc -I. -o kit_lib kit_lib.c -ldl
-	cp gpu-kit/kit_cuda.c gpu-kit/kit_lib.c c-tests/nvml_raw.h include/accelerator.h $(KIT_DIR)/
+	$(call replace,gpu-kit/kit_cuda.c gpu-kit/kit_lib.c c-tests/nvml_raw.h include/accelerator.h,$(KIT_DIR))
 	@echo "GPU kit in $(KIT_DIR): copy it to the GPU machine and run ./run.sh there"
 
 # An old driver: libcuda without the checkpoint API (before r570), built as

@@ -18,7 +18,7 @@ all: $(HOOK_SO)
 $(HOOK_SO): FORCE
 	$(CARGO) build --release -p hook --target-dir target/hook
 	@mkdir -p $(BUILD)
-	cp target/hook/release/libcuda_limiter.so $@
+	$(call replace,target/hook/release/libcuda_limiter.so,$@)
 
 $(HOOK_BIN)/%: c-tests/hook/%.c c-tests/hook/hook_app.h c-tests/test_util.h c-tests/ns_util.h
 	@mkdir -p $(HOOK_BIN)

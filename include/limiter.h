@@ -126,6 +126,19 @@ Result limiterGetWorkerUsage(const char *workerId,
                              uint64_t *usedBytes,
                              uint64_t *limitBytes);
 
+/*
+ Remove a worker whose pod ended (the upstream v2 `limiter.h`'s
+ hypervisor-side call, with its signature): its books, its directory and
+ its entry in the limits file are given back, now when no live process
+ uses its books, else as soon as none does (success either way). The
+ worker is `podName` (the id its limits were set under and its
+ processes' `ACCELERATOR_WORKER_ID`) when `namespace_` is NULL or empty,
+ else `namespace_/podName`. NOT_FOUND for a worker with neither books
+ nor limits. Workers nobody removes are reclaimed after
+ `ACCELERATOR_WORKER_RECLAIM_S` seconds (600) without a live process.
+ */
+Result LimiterRemoveWorker(const char *namespace_, const char *podName);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

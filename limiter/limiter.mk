@@ -6,10 +6,10 @@
 # Its C tests join `make test` through TEST_RUN_EXTRA and VALGRIND_EXTRA.
 
 LIMITER_SO    := $(BUILD)/liblimiter.so
-LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults
+LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults test_lifetime
 LIMITER_BIN   := $(BUILD)/c-tests/limiter
 
-.PHONY: limiter bench limiter-test limiter-valgrind
+.PHONY: limiter bench limiter-test limiter-valgrind lifetime-test bench-scale
 
 limiter: $(LIMITER_SO)
 
@@ -17,7 +17,7 @@ limiter: $(LIMITER_SO)
 $(LIMITER_SO): FORCE
 	$(CARGO) build --release -p limiter --target-dir target/limiter
 	@mkdir -p $(BUILD)
-	cp target/limiter/release/liblimiter.so $@
+	$(call replace,target/limiter/release/liblimiter.so,$@)
 	ln -sfn liblimiter.so $(BUILD)/liblimiter.so.1  # its soname: -llimiter from build/ starts
 
 include/limiter.h: $(LIMITER_SO)
@@ -35,6 +35,16 @@ limiter-test: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_kill $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_ns $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_state_faults $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	$(MAKE) --no-print-directory lifetime-test
+
+# Worker lifetime and the churn of 100,000 workers (docs/scale.md): on tmpfs
+# where there is one, as /run/accelerator is (a disk file system makes each
+# worker's files cost milliseconds). About 1 min of CPU, 3.5 min on a busy
+# 2-core machine; ACCELERATOR_TEST_CHURN=N for another count.
+lifetime-test: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(LIMITER_BIN)/test_lifetime
+	d=$$(mktemp -d /dev/shm/accelerator-test.XXXXXX 2>/dev/null || mktemp -d /tmp/accelerator-test.XXXXXX) && \
+	  ACCELERATOR_STATE_DIR=$$d $(LIMITER_BIN)/test_lifetime $(LIMITER_SO) $(BUILD)/libaccelerator.so; \
+	  rc=$$?; rm -rf "$$d"; exit $$rc
 
 limiter-valgrind: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN)/,$(LIMITER_TESTS))
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_TEST_QUICK=1 \
@@ -48,6 +58,18 @@ limiter-valgrind: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER
 
 bench: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(LIMITER_BIN)/bench_limiter
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/bench_limiter $(LIMITER_SO) $(BUILD)/libaccelerator.so
+
+# The scale benchmark (docs/scale.md): host calls, the sampler and the state
+# directory at N workers x P processes, on the nvidia build and its fakes.
+bench-scale: $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so $(LIMITER_BIN)/bench_scale \
+             $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1
+	d=$$(mktemp -d /dev/shm/accelerator-bench.XXXXXX 2>/dev/null || mktemp -d /tmp/accelerator-bench.XXXXXX) && \
+	  ACCELERATOR_STATE_DIR=$$d ACCELERATOR_LOG=error ACCELERATOR_VENDOR=nvidia \
+	  ACCELERATOR_NVML_PATH=$(NVIDIA_FAKES)/libnvidia-ml.so.1 ACCELERATOR_CUDA_PATH=$(NVIDIA_FAKES)/libcuda.so.1 \
+	  $(LIMITER_BIN)/bench_scale $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so \
+	  GPU-00000000-0000-0000-0000-0000000000h1; rc=$$?; rm -rf "$$d"; exit $$rc
+
+bench: bench-scale
 
 TEST_RUN_EXTRA += limiter-test
 VALGRIND_EXTRA += limiter-valgrind

@@ -106,3 +106,10 @@ install-test: $(foreach l,$(PKG_LIBS),$(PKG_SRC_$(l)))
 	MAKE="$(MAKE)" GO="$(GO)" CC="$(CC)" packaging/install-test.sh
 
 TEST_RUN_EXTRA += install-test
+
+# Build outputs are replaced by rename (the top Makefile's `replace`).
+.PHONY: replace-test
+replace-test:
+	MAKE="$(MAKE)" BUILD="$(BUILD)" packaging/replace-test.sh
+
+TEST_RUN_EXTRA += replace-test

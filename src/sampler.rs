@@ -30,8 +30,10 @@
 //! holds the worker hides how far over its limit it is. A worker that left
 //! most of its tokens unused over the period (under [`BUSY_SHARE`] of its
 //! refill) is idle: it is not held by its bucket, and is never raised. A period without any
-//! sample (nothing ran, or the first call) marks the workers measured with
-//! their gains unchanged. The vendor's errors are logged once per minute
+//! sample on any limited device (nothing ran, or the first call) reads no
+//! books: it marks the workers the last books read named there measured,
+//! their gains unchanged (one pass over the limits file), so the sampler's
+//! work follows active workers, not registered ones (docs/scale.md). The vendor's errors are logged once per minute
 //! with a count; the workers go unmeasured and the hook's policy applies.
 
 use crate::log::log_at;
@@ -39,7 +41,7 @@ use crate::select::vendor;
 use crate::vendor::Vendor;
 use accel_common::{shm, Error};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -236,6 +238,8 @@ struct Sampler {
     /// Tokens granted so far per (process, device), from the last period.
     tokens: HashMap<(u64, i32, u64, String), u64>,
     last: Option<Instant>,
+    /// (worker, device) pairs with a live process in the last books read.
+    seen: HashSet<(String, String)>,
     /// Vendor errors: when last reported, how many since.
     error_told: Option<Instant>,
     errors: u64,
@@ -253,7 +257,17 @@ impl Sampler {
     fn standby(&mut self) {
         self.since.clear();
         self.tokens.clear();
+        self.seen.clear();
         self.last = None;
+    }
+
+    /// A period without any sample on any limited device: nothing ran, so
+    /// the workers the books last named there are measured with their gains
+    /// unchanged, without reading the books (one pass over the limits
+    /// file). Their processes' tokens are read again when something runs.
+    fn idle(&mut self, measured: &HashMap<String, Vec<crate::vendor::UtilizationSample>>) {
+        self.seen.retain(|(_, uuid)| measured.contains_key(uuid));
+        let _ = shm::mark_measured(&self.seen);
     }
 
     fn sample(&mut self) {
@@ -273,21 +287,35 @@ impl Sampler {
         if limited.is_empty() {
             return self.standby();
         }
+        // The vendor's samples first: the books are read only when some
+        // process ran on a limited device, so idle workers cost nothing
+        // per worker but one word each (their measured time).
+        let mut samples_of = HashMap::new();
+        for uuid in limited.keys() {
+            let since = self.since.get(uuid).copied().unwrap_or(0);
+            match v.process_utilization(uuid, since) {
+                Ok(samples) => {
+                    let next = samples.iter().map(|s| s.timestamp).max().unwrap_or(since);
+                    self.since.insert(uuid.clone(), next.max(since));
+                    samples_of.insert(uuid.clone(), samples);
+                }
+                Err(Error::NotSupported(_)) => {}
+                Err(e) => self.failed(uuid, &e),
+            }
+        }
+        if samples_of.values().all(Vec::is_empty) {
+            return self.idle(&samples_of);
+        }
+        // Since the last period that read the books: the tokens granted
+        // meanwhile are counted against the refill of the whole span.
         let now = Instant::now();
         let elapsed = self.last.replace(now).map(|t| now - t);
         let seen = self.books(&limited);
+        self.seen = seen.keys().cloned().collect();
         for (uuid, workers) in &limited {
-            let since = self.since.get(uuid).copied().unwrap_or(0);
-            let samples = match v.process_utilization(uuid, since) {
-                Ok(s) => s,
-                Err(Error::NotSupported(_)) => continue,
-                Err(e) => {
-                    self.failed(uuid, &e);
-                    continue;
-                }
+            let Some(samples) = samples_of.remove(uuid) else {
+                continue;
             };
-            let next = samples.iter().map(|s| s.timestamp).max().unwrap_or(since);
-            self.since.insert(uuid.clone(), next.max(since));
             // Per pid, the mean of its samples.
             let mut per_pid: HashMap<u32, (f64, f64)> = HashMap::new();
             for s in &samples {

@@ -242,3 +242,28 @@ pub unsafe extern "C" fn limiterGetWorkerUsage(
         Ok(())
     })
 }
+
+/// Remove a worker whose pod ended (the upstream v2 `limiter.h`'s
+/// hypervisor-side call, with its signature): its books, its directory and
+/// its entry in the limits file are given back, now when no live process
+/// uses its books, else as soon as none does (success either way). The
+/// worker is `podName` (the id its limits were set under and its
+/// processes' `ACCELERATOR_WORKER_ID`) when `namespace_` is NULL or empty,
+/// else `namespace_/podName`. NOT_FOUND for a worker with neither books
+/// nor limits. Workers nobody removes are reclaimed after
+/// `ACCELERATOR_WORKER_RECLAIM_S` seconds (600) without a live process.
+#[no_mangle]
+pub unsafe extern "C" fn LimiterRemoveWorker(
+    namespace_: *const c_char,
+    podName: *const c_char,
+) -> ResultCode {
+    call("LimiterRemoveWorker", || {
+        let pod = cstr(podName, MAX_ID, "podName")?;
+        let worker = if namespace_.is_null() || *namespace_ == 0 {
+            pod.to_string()
+        } else {
+            format!("{}/{pod}", cstr(namespace_, MAX_ID, "namespace_")?)
+        };
+        shm::remove_worker(&worker).map(drop)
+    })
+}

@@ -143,7 +143,7 @@ fn retire_one(l: &Layout) -> Option<usize> {
 /// usage on it is not zero.
 fn in_use(l: &Layout, d: usize) -> bool {
     let bit = 1u64 << d;
-    l.procs
+    l.claimed()
         .iter()
         .any(|p| p.state.load(SeqCst) & 3 != PROC_FREE && p.devmask.load(SeqCst) & bit != 0)
         || used_of(l.wd[d].usage.load(Acquire)) != 0

@@ -19,9 +19,12 @@
 //! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time |
 //! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's gain and last measurement (`steer.rs`) |
 //!
-//! Names are appended under the state directory's lock (`statedir::lock_dir`)
-//! and never removed, so an index found for a name stays that name's; each
-//! new name bumps the generation. A client keeps, per device slot of its
+//! Names are appended under the state directory's lock (`statedir::lock_dir`);
+//! device names are never removed, worker names only once no live process
+//! uses the worker (`lifetime.rs`), so an index a live process found for a
+//! name stays that name's; each new or removed name bumps the generation.
+//! A removed worker's entry is left CLAIMING (a lookup goes past it; the
+//! next new name takes it), never FREE (a lookup stops there). A client keeps, per device slot of its
 //! books, a pointer to the row it found (`ROW`): the hot path loads it and
 //! the row's line (read-mostly: it changes when the host sets a limit or
 //! freezes, and when the host's compute sampler stores a worker's gain, at
@@ -57,7 +60,23 @@ pub(super) struct LimitWorker {
     /// 0 = running, else 1 + the ms (since boot) it was frozen.
     pub(super) freeze: AtomicU64,
     pub(super) frozen_ms: AtomicU64,
+    /// The identity (device, inode, birth time: `workers::identity`) of the worker's books when the host
+    /// created or first saw them; 0: not known. Books that are no longer
+    /// this file (removed or replaced by the tenant) are never taken for
+    /// unused (`lifetime.rs`). In the entry's padding: files written
+    /// before it read 0.
+    pub(super) books_dev: AtomicU64,
+    pub(super) books_ino: AtomicU64,
+    pub(super) books_born: AtomicU64,
+    /// 1 + when (ms, `CLOCK_MONOTONIC`) a reclamation pass first found the
+    /// worker unused; 0: in use, or not looked at yet (`lifetime.rs`).
+    pub(super) idle_since_ms: AtomicU64,
+    /// 1: the host removed the worker while a process still used it; it
+    /// goes as soon as none does.
+    pub(super) ending: AtomicU64,
 }
+
+const _: () = assert!(std::mem::size_of::<LimitWorker>() == 192);
 
 /// One worker's limits on one device: the one line the hot path reads.
 #[repr(C, align(64))]
@@ -304,18 +323,23 @@ fn claim<T>(lim: &Limits, table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> 
 /// froze it (`worker`; None: resuming creates nothing); books the host cannot use are their clients' concern, not a
 /// reason to refuse a limit.
 fn write<T>(worker: Option<&str>, f: impl FnOnce(&'static Limits) -> Res<T>) -> Res<T> {
-    if let Some(worker) = worker {
-        let _ = workers::ensure(worker);
+    if worker.is_some() {
+        lifetime::tick();
     }
     let lim = host()?;
     let _lock = crate::statedir::lock_dir(&crate::statedir::path())?;
+    // Under the lock: a reclamation pass (`lifetime.rs`) never finds the
+    // books of a worker whose entry is being made.
+    if let Some(worker) = worker {
+        let _ = workers::ensure(worker);
+    }
     f(lim)
 }
 
 /// Row of `worker` on `uuid`, both named if new (inside [`write`]); a new
 /// worker's row starts with the worker's freeze.
 fn host_row(lim: &'static Limits, worker: &str, uuid: &str) -> Res<&'static Row> {
-    let w = claim(lim, &lim.workers, |k| &k.key, worker)?;
+    let w = claim_worker(lim, worker)?;
     let d = claim(lim, &lim.devices, |k| k, uuid)?;
     let row = &lim.rows[w][d];
     row.set(FROZEN_BIT, lim.workers[w].freeze.load(Acquire) != 0);
@@ -351,7 +375,7 @@ pub(super) fn set_auto(worker: &str, uuid: &str, frozen: bool, bit: u64) -> Res<
 /// every one of its rows; returns the worker's entry.
 pub(super) fn set_frozen(worker: &str, now_ms: u64) -> Res<&'static LimitWorker> {
     write(Some(worker), |lim| {
-        let w = claim(lim, &lim.workers, |k| &k.key, worker)?;
+        let w = claim_worker(lim, worker)?;
         let wk = &lim.workers[w];
         let _ = wk.freeze.compare_exchange(0, now_ms + 1, AcqRel, Acquire);
         for row in &lim.rows[w] {
@@ -439,4 +463,88 @@ pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
             _ => 0,
         },
     )
+}
+
+/// The entry of `worker`, appended if new (inside [`write`]): a full table
+/// first gives back the entries of workers that ended (`lifetime.rs`), and
+/// a new entry records the identity of the worker's books.
+fn claim_worker(lim: &'static Limits, worker: &str) -> Res<usize> {
+    let w = match claim(lim, &lim.workers, |k| &k.key, worker) {
+        Err(Error::ResourceExhausted(_)) if lifetime::reclaim_now(lim) > 0 => {
+            claim(lim, &lim.workers, |k| &k.key, worker)?
+        }
+        r => r?,
+    };
+    let wk = &lim.workers[w];
+    if wk.books_ino.load(Acquire) == 0 {
+        record_books(wk, worker);
+    }
+    Ok(w)
+}
+
+/// Record the identity of `worker`'s books in its entry (the directory
+/// lock held), if they exist.
+pub(super) fn record_books(wk: &LimitWorker, worker: &str) {
+    if let Some([dev, ino, born]) = lifetime::books_identity(worker) {
+        wk.books_dev.store(dev, Relaxed);
+        wk.books_born.store(born, Relaxed);
+        wk.books_ino.store(ino, Release);
+    }
+}
+
+/// Every worker the host named, with its entry (for `lifetime.rs`).
+pub(super) fn named_workers(lim: &Limits) -> Vec<(String, &LimitWorker)> {
+    lim.workers
+        .iter()
+        .filter(|wk| wk.key.state.load(Acquire) == KEY_READY)
+        .map(|wk| (key_name(&wk.key), wk))
+        .collect()
+}
+
+/// The host's read-write mapping, for `lifetime.rs`.
+pub(super) fn host_limits() -> Res<&'static Limits> {
+    host()
+}
+
+/// Give back `worker`'s entry and its rows, the directory lock held: the
+/// entry stops being found (the generation bumped, so clients that found
+/// no row look again), its rows are zeroed (their pages given back to
+/// tmpfs) and the entry is left for the next new worker. Only for a worker
+/// no live process uses (a client keeps the rows it found: `ROW`).
+pub(super) fn forget_locked(lim: &Limits, worker: &str) -> bool {
+    let Some(w) = find_ready(&lim.workers, |k| &k.key, worker) else {
+        return false;
+    };
+    let wk = &lim.workers[w];
+    // Not READY: no lookup finds it; a claim under the lock may reuse it.
+    wk.key.state.store(KEY_CLAIMING, Release);
+    lim.header.generation.fetch_add(1, AcqRel);
+    if !map::discard(&lim.rows[w]) {
+        for row in &lim.rows[w] {
+            for word in [&row.mem_limit, &row.cu_limit, &row.blocked, &row.gain] {
+                word.store(0, Relaxed);
+            }
+            row.measured_ms.store(0, Relaxed);
+        }
+    }
+    for word in [
+        &wk.freeze,
+        &wk.frozen_ms,
+        &wk.books_dev,
+        &wk.books_ino,
+        &wk.books_born,
+        &wk.idle_since_ms,
+        &wk.ending,
+    ] {
+        word.store(0, Relaxed);
+    }
+    wk.key.hash.store(0, Relaxed);
+    for word in &wk.key.words {
+        word.store(0, Relaxed);
+    }
+    // Left CLAIMING, never FREE: lookups (`find_ready`, in clients of
+    // every version) stop at the first FREE entry, so the names after it
+    // stay found; `claim` reuses the entry (CLAIMING under the lock: free).
+    lim.header.generation.fetch_add(1, AcqRel);
+    true
 }

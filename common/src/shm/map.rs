@@ -113,6 +113,8 @@ unsafe impl Atomics for super::limits::Limits {}
 // SAFETY: atomics only (limits.rs); a row of a mapping from `map_as` or a
 // static one, either way valid for 'static.
 unsafe impl Atomics for super::limits::Row {}
+// SAFETY: an array of such types is one too.
+unsafe impl<T: Atomics, const N: usize> Atomics for [T; N] {}
 
 /// Map `file` (checked: its size is `size_of::<T>()`) shared, read-write
 /// or read-only, as a `T`. A read-only mapping is only ever loaded from (a
@@ -124,6 +126,20 @@ pub(super) fn map_as<T: Atomics>(file: &File, write: bool) -> Res<&'static T> {
     // SAFETY: see the module comment and `Atomics`: any bytes are a valid
     // T, accessed through atomics only; never unmapped, hence 'static.
     Ok(unsafe { &*p.cast::<T>().as_ptr() })
+}
+
+/// Give back the pages of `v`, part of a shared read-write mapping from
+/// [`map_as`] (`MADV_REMOVE`: the file's pages are punched out, and read as
+/// zero from then on, in every process that maps them). False when `v` is
+/// not whole pages or the file system cannot: the caller zeroes it.
+pub(super) fn discard<T: Atomics>(v: &T) -> bool {
+    let (addr, len) = (std::ptr::from_ref(v) as usize, std::mem::size_of::<T>());
+    if addr % 4096 != 0 || len % 4096 != 0 {
+        return false;
+    }
+    // SAFETY: the range is one object of a live mapping that stays mapped
+    // (only its pages' content goes: they read as zero, a valid `T`).
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_REMOVE) == 0 }
 }
 
 /// A fresh shared mapping of `len` bytes of `file`.

@@ -45,6 +45,8 @@
 //! - `reclaim`: freeing what a dead process held;
 //! - `compute`: the token bucket;
 //! - `limits`: the host-owned limits file (limits, freezing), read-only to clients;
+//! - `lifetime`: a worker's end: `LimiterRemoveWorker`, reclaiming workers
+//!   that have had no live process for a while (limits entries and books);
 //! - `freeze`: FreezeWorker, AutoFreeze;
 //! - `steer`: the measured correction of the compute refill rate (in the limits
 //!   file), its controller, the host sampler's lease;
@@ -64,6 +66,7 @@ mod file;
 mod freeze;
 mod keys;
 mod layout;
+mod lifetime;
 mod limits;
 mod local;
 mod map;
@@ -79,6 +82,7 @@ mod workers;
 pub use compute::{check_compute, check_compute_on, ComputeOutcome};
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
+pub use lifetime::{remove_worker, Removed};
 pub use memory::{check_memory, check_memory_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
@@ -86,7 +90,7 @@ pub use reports::{
     set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 pub use steer::{
-    drop_sampler_lease, gain_of, next_gain, set_gain, steady_utilization, steer_of,
+    drop_sampler_lease, gain_of, mark_measured, next_gain, set_gain, steady_utilization, steer_of,
     take_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
 };
 pub use workers::{books_path, worker_dir};

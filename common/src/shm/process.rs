@@ -95,7 +95,7 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
         .ok_or_else(|| Error::NotFound(format!("process {pid} does not exist")))?;
     let ns = owner::pid_ns();
     let live = proc_word(pid, PROC_LIVE);
-    for (i, p) in l.procs.iter().enumerate() {
+    for (i, p) in l.claimed().iter().enumerate() {
         if p.state.load(Acquire) != live || p.ns.load(Relaxed) != ns {
             continue;
         }
@@ -162,7 +162,8 @@ fn claim_proc(l: &Layout) -> Res<Option<usize>> {
         }
         if p.state.load(Acquire) & 3 == PROC_FREE {
             p.state.store(proc_word(my_pid(), PROC_CLAIMING), Release);
-            l.header.slots.fetch_max(i as u64 + 1, AcqRel);
+            // SeqCst: before the device marks of `devices::in_use`'s scan.
+            l.header.slots.fetch_max(i as u64 + 1, SeqCst);
             return Ok(Some(i));
         }
         owner::unlock(l, owner::proc_lock(i));

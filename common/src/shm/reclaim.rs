@@ -90,7 +90,7 @@ pub(super) fn sweep(l: &Layout) -> usize {
 /// [`sweep`] with [`owner::PROCESS`] held.
 pub(super) fn sweep_locked(l: &Layout) -> usize {
     let mut n = 0;
-    for (i, p) in l.procs.iter().enumerate() {
+    for (i, p) in l.claimed().iter().enumerate() {
         if p.state.load(Acquire) & 3 == PROC_FREE {
             continue;
         }

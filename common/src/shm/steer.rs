@@ -83,6 +83,22 @@ pub fn set_gain(worker: &str, uuid: &str, gain: u64) -> Res<()> {
     Ok(())
 }
 
+/// The sampler's idle period: mark every (worker, device) of `pairs` measured
+/// now, their gains unchanged, in one pass over the limits file.
+pub fn mark_measured(pairs: &std::collections::HashSet<(String, String)>) -> Res<()> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let now = freeze::now_ms().max(1);
+    let mut key = (String::new(), String::new());
+    limits::each_row(|worker, uuid, row| {
+        key = (worker, uuid);
+        if pairs.contains(&key) {
+            row.measured_ms.store(now, Release);
+        }
+    })
+}
+
 // ---- the sampler's lease -------------------------------------------------------
 
 const LEASE_NAME: &str = "sampler.lock";

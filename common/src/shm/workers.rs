@@ -61,7 +61,7 @@ pub(super) fn dir_name(worker: &str) -> String {
 }
 
 /// The worker id a directory name stands for, if it is one [`dir_name`] gives.
-fn worker_of_dir(dir: &str) -> Option<String> {
+pub(super) fn worker_of_dir(dir: &str) -> Option<String> {
     let mut bytes = Vec::with_capacity(dir.len());
     let mut it = dir.bytes();
     while let Some(b) = it.next() {
@@ -376,7 +376,7 @@ pub(super) fn each(mut f: impl FnMut(&str, &str, &Snapshot)) {
                 let unused = private && !s.any_alive();
                 spare = Some(s.recycle());
                 if unused {
-                    remove_unused(&dir);
+                    remove_unused(&dir, None);
                 }
             }
             Ok(None) => {}
@@ -386,7 +386,7 @@ pub(super) fn each(mut f: impl FnMut(&str, &str, &Snapshot)) {
 }
 
 /// Whether `worker` is a name `process::private_worker` gives.
-fn is_private(worker: &str) -> bool {
+pub(super) fn is_private(worker: &str) -> bool {
     worker.strip_prefix("process-").is_some_and(|rest| {
         let mut parts = rest.split('-');
         let ok = parts.next().is_some_and(|ns| ns.parse::<u64>().is_ok())
@@ -400,20 +400,75 @@ fn is_private(worker: &str) -> bool {
     })
 }
 
-/// Remove a private worker's directory if no live process uses it.
-fn remove_unused(dir: &Path) {
+/// A file's identity: device, inode and birth time (ns; 0 where the file
+/// system keeps none). The birth time tells a file from a later one that
+/// reuses the inode number (ext4 does at once).
+pub(super) type Identity = [u64; 3];
+
+pub(super) fn identity(m: &std::fs::Metadata) -> Identity {
+    let born = m
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    [m.dev(), m.ino(), born]
+}
+
+/// What [`remove_unused`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Unused {
+    /// Removed: no live process used the books.
+    Removed,
+    /// A live process uses the books: left.
+    Live,
+    /// No books file.
+    Missing,
+    /// The books are not the file the host recorded (`expect`), or not
+    /// whole (cut short, another header): left.
+    Replaced,
+    /// Unused, but not to be removed yet (`remove_unused_if`).
+    Kept,
+}
+
+/// Remove a worker's directory if no live process uses its books: none
+/// holds their users lock (every client holds it while it lives,
+/// `owner.rs`) and no slot is live (a proxy slot's process, or a lock byte
+/// held). With `expect`, only books with that identity (device, inode).
+pub(super) fn remove_unused(dir: &Path, expect: Option<Identity>) -> Unused {
+    remove_unused_if(dir, expect, || true)
+}
+
+/// [`remove_unused`] if `due()` says so once the books are found unused
+/// (else [`Unused::Kept`]).
+pub(super) fn remove_unused_if(
+    dir: &Path,
+    expect: Option<Identity>,
+    due: impl FnOnce() -> bool,
+) -> Unused {
     let path = dir.join(FILE_NAME);
     let Ok(Some(file)) = statedir::open(&path, statedir::Create::Never) else {
-        return;
+        return Unused::Missing;
     };
+    if let Some(id) = expect {
+        // Not the host's file, or not whole: the locks on it say nothing
+        // of the processes that use the books the host recorded.
+        if file.metadata().ok().as_ref().map(identity) != Some(id)
+            || file::validate(&file::BOOKS, &file, &path).is_err()
+        {
+            return Unused::Replaced;
+        }
+    }
     let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
     if !map::ofd_lock(fd, owner::users_lock(), true).unwrap_or(false) {
-        return; // a process holds it open
+        return Unused::Live; // a process holds it open
     }
-    // Checked again under the lock: a process that registered meanwhile
-    // holds its slot's lock byte.
-    if !Snapshot::of_file(&file, &path, None).is_ok_and(|s| !s.any_alive()) {
-        return;
+    // Checked under the lock: a process that registered meanwhile holds
+    // its slot's lock byte, a proxy slot names a live process.
+    if any_slot_live(&file) {
+        return Unused::Live;
+    }
+    if !due() {
+        return Unused::Kept;
     }
     // Out of the way in one step (an opener finds the whole directory or
     // none), then removed under a name no worker has (`dir_name` never
@@ -429,9 +484,47 @@ fn remove_unused(dir: &Path) {
             if let Err(e) = std::fs::remove_dir_all(&gone) {
                 skip(&gone, &format!("cannot be removed ({e})"));
             }
+            Unused::Removed
         }
-        Err(e) => skip(dir, &format!("cannot be removed ({e})")),
+        Err(e) => {
+            skip(dir, &format!("cannot be removed ({e})"));
+            Unused::Live
+        }
     }
+}
+
+/// Whether a process slot of the books `file` is not free and its process
+/// may be alive (read word by word with `pread`: the slots ever claimed,
+/// untrusted and clamped; a read that fails counts as live).
+fn any_slot_live(file: &File) -> bool {
+    use std::mem::offset_of;
+    let word = |at: usize| {
+        let mut b = [0u8; 8];
+        file.read_exact_at(&mut b, at as u64)
+            .map(|()| u64::from_le_bytes(b))
+    };
+    let Ok(slots) = word(offset_of!(Layout, header) + offset_of!(Header, slots)) else {
+        return true;
+    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(file);
+    (0..(slots as usize).min(MAX_PROCS)).any(|i| {
+        let at = offset_of!(Layout, procs) + i * std::mem::size_of::<Proc>();
+        let (Ok(st), Ok(start), Ok(ns), Ok(owned)) = (
+            word(at + offset_of!(Proc, state)),
+            word(at + offset_of!(Proc, start)),
+            word(at + offset_of!(Proc, ns)),
+            word(at + offset_of!(Proc, owned)),
+        ) else {
+            return true;
+        };
+        if st & 3 == PROC_FREE {
+            return false;
+        }
+        let proxy_alive = st & 3 == PROC_LIVE
+            && owned == 0
+            && (ns != owner::pid_ns() || alive(word_pid(st), Some(start)));
+        proxy_alive || map::ofd_locked(fd, owner::proc_lock(i)).unwrap_or(true)
+    })
 }
 
 /// Log once per (path, reason) why a worker's books are left out.

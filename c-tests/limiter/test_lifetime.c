@@ -1,0 +1,285 @@
+/* A worker's lifetime (docs/scale.md): LimiterRemoveWorker, reclamation of
+ * workers without a live process, books sized to use, and a churn of
+ * 100,000 workers (500 alive at a time) that must end with 0 errors and the
+ * state directory back to its empty size.
+ *
+ * argv: [1] liblimiter.so, [2] libaccelerator.so (the stub). Workers'
+ * processes are forked children that set ACCELERATOR_WORKER_ID and
+ * allocate through the limiter, as a hooked process does.
+ * ACCELERATOR_TEST_CHURN=N sets the churn's workers (ACCELERATOR_TEST_QUICK:
+ * 2,000). */
+#include "limiter_load.h"
+#include "../test_util.h"
+#include "worker_proc.h"
+
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define D0 "stub-device-0"
+#define EXPECT_RC(call, expected) EXPECT_RC_WITH(L.lastError, call, expected)
+#define EXPECT_ACC(call, expected) EXPECT_RC_WITH(L.accLastError, call, expected)
+#define GIB (1ULL << 30)
+
+static __typeof__(&LimiterRemoveWorker) removeWorker;
+static char state[4096];
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint64_t file_bytes(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+static int entries_in(const char *path) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' 2>/dev/null | wc -l", path);
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1)
+      n = -1;
+    pclose(f);
+  }
+  return n;
+}
+
+static pid_t start_process(const char *w) { return worker_process(L.mem, w, D0); }
+
+/* Whether `w` still has its one-time memory limit `limit` on D0: another
+ * value is refused. (A worker that lost it gets the new value: a failure.) */
+static int kept(const char *w, uint64_t limit) {
+  return L.setMem(w, D0, limit + (1 << 20)) == RESULT_ERROR_OPERATION_FAILED;
+}
+
+/* Whether `w` is gone: neither books nor limits (else it is removed now). */
+static int gone(const char *w) { return removeWorker(NULL, w) == RESULT_ERROR_NOT_FOUND; }
+
+static void set_reclaim(const char *seconds) { setenv("ACCELERATOR_WORKER_RECLAIM_S", seconds, 1); }
+
+/* A host call that runs a reclamation pass (on a limit of another worker). */
+static void host_pass(void) {
+  static int n;
+  char w[32];
+  snprintf(w, sizeof w, "pass-%d", n++);
+  L.setMem(w, D0, GIB);
+  removeWorker(NULL, w);
+}
+
+static void worker_dir(char *out, size_t n, const char *w) { snprintf(out, n, "%s/workers/%s", state, w); }
+
+static void test_books_sized_to_use(void) {
+  char dir[4200];
+  pid_t p = start_process("size-1");
+  CHECK(p > 0, "a process of worker size-1 allocated");
+  worker_dir(dir, sizeof dir, "size-1");
+  uint64_t one = tree_ram(dir);
+  printf("  worker with one process: %llu KiB of RAM in the state directory\n", (unsigned long long)(one >> 10));
+  CHECK(one > 0 && one <= 64 << 10, "one idle worker with one process costs <= 64 KiB (%llu B)", (unsigned long long)one);
+  end_worker_process(p);
+  EXPECT_RC(removeWorker(NULL, "size-1"), RESULT_SUCCESS);
+
+  enum { N = 500 };
+  static pid_t pids[N];
+  int started = 0;
+  for (int i = 0; i < N; i++) {
+    char w[32];
+    snprintf(w, sizeof w, "size-%d", i + 2);
+    pids[i] = start_process(w);
+    started += pids[i] > 0;
+  }
+  CHECK(started == N, "500 workers with a process each started (%d)", started);
+  char workers[4200];
+  snprintf(workers, sizeof workers, "%s/workers", state);
+  uint64_t all = tree_ram(workers);
+  printf("  500 workers x 1 process: %.1f MB of RAM in the state directory\n", (double)all / 1e6);
+  CHECK(all <= 64000000ULL, "500 workers x 1 process cost <= 64 MB (%llu B)", (unsigned long long)all);
+  int removed = 0;
+  for (int i = 0; i < N; i++) {
+    char w[32];
+    snprintf(w, sizeof w, "size-%d", i + 2);
+    end_worker_process(pids[i]);
+    removed += removeWorker(NULL, w) == RESULT_SUCCESS;
+  }
+  CHECK(removed == N, "500 ended workers removed (%d)", removed);
+  CHECK(entries_in(workers) == 0, "their books are gone (%d directories left)", entries_in(workers));
+}
+
+static void test_remove(void) {
+  char dir[4200];
+  EXPECT_RC(removeWorker(NULL, NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(removeWorker(NULL, ""), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_RC(removeWorker(NULL, "never-seen"), RESULT_ERROR_NOT_FOUND);
+
+  /* Upstream's (namespace, pod): the worker "namespace/pod". */
+  EXPECT_ACC(L.setMem("team-a/pod-1", D0, GIB), RESULT_SUCCESS);
+  EXPECT_RC(removeWorker("team-a", "pod-1"), RESULT_SUCCESS);
+  CHECK(gone("team-a/pod-1"), "LimiterRemoveWorker(\"team-a\", \"pod-1\") removed worker team-a/pod-1");
+
+  /* Removed while a process lives: nothing changes until it is gone. */
+  set_reclaim("600");
+  EXPECT_ACC(L.setMem("rm-live", D0, GIB), RESULT_SUCCESS);
+  pid_t p = start_process("rm-live");
+  CHECK(p > 0, "a process of rm-live allocated");
+  EXPECT_RC(removeWorker(NULL, "rm-live"), RESULT_SUCCESS);
+  CHECK(kept("rm-live", GIB), "a removed worker with a live process keeps its limit");
+  worker_dir(dir, sizeof dir, "rm-live");
+  CHECK(access(dir, F_OK) == 0, "and its books");
+  end_worker_process(p);
+  set_reclaim("0"); /* the next pass now, not in 10 s */
+  host_pass();
+  CHECK(access(dir, F_OK) != 0 && gone("rm-live"), "once its process died, the next pass removed it");
+
+  /* A removed worker's id starts afresh: a new limit is a new worker's. */
+  EXPECT_ACC(L.setMem("rm-again", D0, GIB), RESULT_SUCCESS);
+  EXPECT_RC(removeWorker(NULL, "rm-again"), RESULT_SUCCESS);
+  EXPECT_ACC(L.setMem("rm-again", D0, 2 * GIB), RESULT_SUCCESS);
+  EXPECT_RC(removeWorker(NULL, "rm-again"), RESULT_SUCCESS);
+}
+
+static void test_reclaim(void) {
+  char dir[4200], books[4300];
+
+  /* A live worker is never reclaimed, however short the time. */
+  set_reclaim("0");
+  EXPECT_ACC(L.setMem("live", D0, GIB), RESULT_SUCCESS);
+  pid_t p = start_process("live");
+  CHECK(p > 0, "a process of worker live allocated");
+  for (int i = 0; i < 3; i++)
+    host_pass();
+  CHECK(kept("live", GIB), "a live worker keeps its limit");
+  end_worker_process(p);
+
+  /* A tenant that empties its own books keeps its limit: removed... */
+  EXPECT_ACC(L.setMem("swap", D0, GIB), RESULT_SUCCESS);
+  worker_dir(dir, sizeof dir, "swap");
+  snprintf(books, sizeof books, "%s/limiter.shm", dir);
+  CHECK(unlink(books) == 0, "the tenant removed its books");
+  host_pass();
+  CHECK(kept("swap", GIB), "removed books: the limit stays");
+  /* ...replaced (the record beside them too, and a process made new ones)... */
+  snprintf(books, sizeof books, "%s/limiter.shm.id", dir);
+  unlink(books);
+  p = start_process("swap");
+  CHECK(p > 0, "a process of swap made new books");
+  end_worker_process(p);
+  host_pass();
+  CHECK(kept("swap", GIB), "replaced books: the limit stays");
+  /* ...or cut short. */
+  EXPECT_ACC(L.setMem("cut", D0, GIB), RESULT_SUCCESS);
+  worker_dir(dir, sizeof dir, "cut");
+  snprintf(books, sizeof books, "%s/limiter.shm", dir);
+  CHECK(truncate(books, 100) == 0, "the tenant truncated its books");
+  host_pass();
+  CHECK(kept("cut", GIB), "truncated books: the limit stays");
+  /* Only the host ends such a worker. */
+  EXPECT_RC(removeWorker(NULL, "swap"), RESULT_SUCCESS);
+  EXPECT_RC(removeWorker(NULL, "cut"), RESULT_SUCCESS);
+  CHECK(gone("swap") && gone("cut"), "removed by the host");
+
+  /* Unused for the documented time: reclaimed without a call. */
+  set_reclaim("1");
+  EXPECT_ACC(L.setMem("idle", D0, GIB), RESULT_SUCCESS);
+  p = start_process("idle");
+  end_worker_process(p);
+  usleep(600 * 1000);
+  host_pass(); /* first seen unused */
+  CHECK(kept("idle", GIB), "not yet: unused for less than 1 s");
+  usleep(1100 * 1000);
+  host_pass();
+  worker_dir(dir, sizeof dir, "idle");
+  CHECK(access(dir, F_OK) != 0 && gone("idle"), "unused for 1 s: reclaimed, with its books");
+  set_reclaim("600");
+}
+
+/* 100,000 workers, 500 alive at a time, each with limits, one in 50 with a
+ * process of its own; each ends with LimiterRemoveWorker. */
+static void test_churn(void) {
+  long n = 100000;
+  if (getenv("ACCELERATOR_TEST_QUICK"))
+    n = 2000;
+  if (getenv("ACCELERATOR_TEST_CHURN"))
+    n = atol(getenv("ACCELERATOR_TEST_CHURN"));
+  enum { ALIVE = 500, EVERY = 50 };
+  static pid_t pids[ALIVE];
+  set_reclaim("600");
+  char limits[4200];
+  snprintf(limits, sizeof limits, "%s/limits.shm", state);
+  uint64_t empty = tree_ram(state);
+  long errors = 0;
+  uint64_t peak = 0;
+  double t0 = now_s();
+  for (long i = 0; i < n + ALIVE; i++) {
+    char w[32];
+    if (i >= ALIVE) { /* end worker i - 500 */
+      long j = i - ALIVE;
+      snprintf(w, sizeof w, "churn-%ld", j);
+      end_worker_process(pids[j % ALIVE]);
+      pids[j % ALIVE] = 0;
+      Result rc = removeWorker(NULL, w);
+      if (rc != RESULT_SUCCESS && errors++ < 5)
+        fprintf(stderr, "remove %s: %d %s\n", w, rc, L.lastError());
+    }
+    if (i < n) {
+      snprintf(w, sizeof w, "churn-%ld", i);
+      Result a = L.setMem(w, D0, GIB), b = L.setCompute(w, D0, 50);
+      if ((a != RESULT_SUCCESS || b != RESULT_SUCCESS) && errors++ < 5)
+        fprintf(stderr, "limit %s: %d %d %s\n", w, a, b, L.accLastError());
+      if (i % EVERY == 0) {
+        pids[i % ALIVE] = start_process(w);
+        if (pids[i % ALIVE] <= 0 && errors++ < 5)
+          fprintf(stderr, "process of %s did not start\n", w);
+      }
+    }
+    if (i % 1000 == 999) {
+      uint64_t b = tree_ram(state);
+      if (b > peak)
+        peak = b;
+    }
+  }
+  double t = now_s() - t0;
+  uint64_t end = tree_ram(state);
+  char workers[4200];
+  snprintf(workers, sizeof workers, "%s/workers", state);
+  printf("  churn: %ld workers (%d alive at a time, 1 in %d with a process) in %.1f s (%.0f us a worker); "
+         "state directory: %llu KiB before, peak %llu KiB, %llu KiB after (limits file %llu KiB); "
+         "%ld errors\n",
+         n, ALIVE, EVERY, t, t / (double)n * 1e6, (unsigned long long)(empty >> 10),
+         (unsigned long long)(peak >> 10), (unsigned long long)(end >> 10),
+         (unsigned long long)(file_bytes(limits) >> 10), errors);
+  CHECK(errors == 0, "the churn of %ld workers had 0 errors (%ld)", n, errors);
+  CHECK(entries_in(workers) == 0, "no worker's books are left (%d)", entries_in(workers));
+  /* Empty: the limits file's header, device and worker tables (204 KiB at
+   * most, whichever entries were ever used) and no row, no books. */
+  CHECK(file_bytes(limits) <= 208896, "the limits file holds no rows of ended workers (%llu B)",
+        (unsigned long long)file_bytes(limits));
+  CHECK(end <= empty + 208896, "the state directory is back to its empty size (%llu B, %llu B before)",
+        (unsigned long long)end, (unsigned long long)empty);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
+    return 2;
+  }
+  const char *dir = getenv("ACCELERATOR_STATE_DIR");
+  if (!dir) {
+    fprintf(stderr, "ACCELERATOR_STATE_DIR must name a private state directory\n");
+    return 2;
+  }
+  snprintf(state, sizeof state, "%s", dir);
+  unsetenv("ACCELERATOR_WORKER_ID");
+  limiter_load(argv[1], argv[2]);
+  *(void **)(&removeWorker) = load_sym(L.lim, "LimiterRemoveWorker");
+  test_books_sized_to_use();
+  test_remove();
+  test_reclaim();
+  test_churn();
+  limiter_unload();
+  return test_summary();
+}
