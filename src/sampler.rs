@@ -330,7 +330,8 @@ impl Sampler {
                             .sum();
                         let launches = w.granted as f64 / charge as f64;
                         let est = self.estimates.entry((worker.clone(), uuid.clone()));
-                        let next = est.or_default().add(launches, used).unwrap_or(charge);
+                        let secs = span_ns / 1e9;
+                        let next = est.or_default().add(secs, launches, used).unwrap_or(charge);
                         log_at!(
                             Trace,
                             "sampler {worker} {uuid}: {launches:.1} launches, {:.3} ms used over \

@@ -20,6 +20,7 @@
  *                    thread still waiting: the process exits
  */
 #include <pthread.h>
+#include <signal.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <time.h>
@@ -38,6 +39,14 @@ typedef CUresult (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsi
 typedef CUresult (*graph_fn)(void *, void *);
 
 static void *lib;
+
+/* A spin that outlives its time by 30 s is stuck: end it (a handler, since
+ * the app is pid 1 of its namespace, which ignores signals it does not
+ * handle). */
+static void stuck(int sig) {
+  (void)sig;
+  _exit(3);
+}
 static get_proc_fn get_proc;
 
 static double now_s(void) {
@@ -104,6 +113,8 @@ int main(int argc, char **argv) {
     const char *base = argc > 4 && strcmp(argv[4], "graph") == 0 ? "cuGraphLaunch" : "cuLaunchKernel";
     void *k = proc(base, 1);
     CUresult (*sync)(void) = (CUresult(*)(void))proc("cuCtxSynchronize", 0);
+    signal(SIGALRM, stuck);
+    alarm((unsigned)atof(argv[2]) + 30);
     double start = now_s(), end = start + atof(argv[2]), last = start, gap = 0;
     double from = argc > 5 ? atof(argv[5]) : 1.0;
     unsigned long long n = 0;

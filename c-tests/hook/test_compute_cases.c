@@ -23,7 +23,7 @@
  * 100 ms graph at 10 % runs once a second: its utilization is only defined
  * over seconds; 4 s windows for it, 2 s for 50 ms kernels). Converged:
  * the first window start from which every window is within ±5 points;
- * asserted ≤ 2 s (100 ms samples) or ≤ 3 s (1 s samples).
+ * asserted ≤ 2 s (100 ms samples) or ≤ 4 s (1 s samples).
  *
  * Usage: test_compute_cases LIBACCELERATOR HOOK APP_LAUNCH
  *        test_compute_cases --case N LIBACCELERATOR HOOK APP_LAUNCH (one case) */
@@ -137,7 +137,7 @@ static double gap_of(int fd) {
 
 static void run_case(int id, const struct kase *k) {
   char w[MAX_APPS][32], tag[96];
-  double conv_max = k->nvml_ms >= 1000 ? 3.0 : 2.0;
+  double conv_max = k->nvml_ms >= 1000 ? 4.0 : 2.0;
   double kernel_ns = atof(k->kernel_us) * 1e3;
   snprintf(tag, sizeof tag, "case %2d, samples every %4d ms:", id, k->nvml_ms);
   if (k->kind == ACCURACY) {
@@ -286,6 +286,9 @@ static pid_t launch_case(int id, const char *self, char **argv, int out) {
   if (cases[id].graph)
     setenv("FAKE_GRAPH_US", cases[id].kernel_us, 1);
   dup2(out, 1);
+  /* A case that has not ended in 60 s has hung: it fails (its apps end
+   * themselves 30 s past their time). */
+  alarm(60);
   execl(self, self, "--case", n, argv[1], argv[2], argv[3], (char *)NULL);
   _exit(127);
 }
