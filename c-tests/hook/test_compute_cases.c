@@ -283,6 +283,8 @@ static pid_t launch_case(int id, const char *self, char **argv, int out) {
    * process), so that a simulated app on a loaded 2-core runner need not
    * wake every 2 ms to keep its device busy. */
   setenv("FAKE_QUEUE_US", "20000", 1);
+  /* A synchronize waits for the process's kernels. */
+  setenv("FAKE_SYNC_WAITS", "1", 1);
   if (cases[id].graph)
     setenv("FAKE_GRAPH_US", cases[id].kernel_us, 1);
   dup2(out, 1);
