@@ -87,7 +87,7 @@ TEST_RUN_EXTRA += compute-test
 
 # The charge model and fairness across kernel lengths (50 us .. 100 ms
 # graphs), processes of one worker and NVML sample periods (100 ms, 1 s):
-# each case a node of its own, four at a time (docs/compute.md).
+# each case a node of its own, three at a time (docs/compute.md).
 .PHONY: compute-cases-test
 compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \

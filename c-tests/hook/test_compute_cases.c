@@ -5,7 +5,7 @@
  * RTLD_NOW|RTLD_GLOBAL, calls AccelInit and sets limits with
  * SetComputeUnitHardLimit), its workers app_launch processes under
  * LD_PRELOAD=libcuda_limiter.so, each in a pid namespace of its own. The
- * cases run side by side (COMPUTE_JOBS at a time, default 4: they mostly
+ * cases run side by side (COMPUTE_JOBS at a time, default 3: they mostly
  * sleep on simulated time), each in a process of its own, then the solo
  * case (the unlimited worker against no hook), alone.
  *
@@ -312,7 +312,7 @@ int main(int argc, char **argv) {
   if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0)
     return 2;
   const char *j = getenv("COMPUTE_JOBS");
-  int jobs = j && atoi(j) > 0 ? atoi(j) : 4;
+  int jobs = j && atoi(j) > 0 ? atoi(j) : 3;
   pid_t pids[64];
   int outs[64], running = 0, next = 0, failed = 0;
   unsigned long long t0 = tl_now();
