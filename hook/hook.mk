@@ -69,7 +69,12 @@ TEST_RUN_EXTRA += hook-test
 $(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/timeline.h
 $(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h
 COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
-$(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/fakes/timeline.h c-tests/test_util.h
+$(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/hook/compute_util.h \
+  c-tests/fakes/timeline.h c-tests/test_util.h
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lm
+$(HOOK_BIN)/test_compute_cases: c-tests/hook/test_compute_cases.c c-tests/hook/compute_util.h \
+  c-tests/fakes/timeline.h c-tests/test_util.h
 	@mkdir -p $(HOOK_BIN)
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lm
 
@@ -79,6 +84,16 @@ compute-test: $(COMPUTE_DEPS)
 	  $(HOOK_BIN)/test_compute $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
 	  $(LIMITER_SO) $(HOOK_BIN)/app_launch
 TEST_RUN_EXTRA += compute-test
+
+# The charge model and fairness across kernel lengths (50 us .. 100 ms
+# graphs), processes of one worker and NVML sample periods (100 ms, 1 s):
+# each case a node of its own, three at a time (docs/compute.md).
+.PHONY: compute-cases-test
+compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+	  $(HOOK_BIN)/test_compute_cases $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
+	  $(HOOK_BIN)/app_launch
+TEST_RUN_EXTRA += compute-cases-test
 
 # ---- the compute sampler after fork() from a threaded host (AccelInit /
 # AccelShutdown racing fork; each child starts and stops its own).

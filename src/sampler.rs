@@ -17,28 +17,29 @@
 //! with a compute-limited worker:
 //! - reads the per-process SM utilization samples newer than its last
 //!   (NVML's `nvmlDeviceGetProcessUtilization` with the last-seen
-//!   timestamp), which name host pids;
+//!   timestamp), which name host pids, and the span they cover;
 //! - names each pid's worker from the limiter's books (`shm::processes`,
 //!   which maps a container's (pid namespace, pid, start time) to the host
-//!   pid), sums per worker the mean of each of its pids' samples;
-//! - moves each limited worker's gain with `shm::next_gain` and stores it,
-//!   with the time, in the worker's row of the limits file.
+//!   pid), and counts each worker's launches since the device's last
+//!   sample: the tokens granted to its processes over the charge in force;
+//! - adds the worker's device time (the mean of each pid's samples times
+//!   the span) and launches to its estimate (`shm::ChargeEstimate`) and
+//!   stores the resulting launch charge, with the time, in the worker's row
+//!   of the limits file.
 //!
-//! On a saturated device the controller reads each worker's utilization
-//! at its refill (`shm::steady_utilization`: utilization per token granted,
-//! the tokens from the books' per-process counters), since a device that
-//! holds the worker hides how far over its limit it is. A worker that left
-//! most of its tokens unused over the period (under [`BUSY_SHARE`] of its
-//! refill) is idle: it is not held by its bucket, and is never raised. A period without any
-//! sample on any limited device (nothing ran, or the first call) reads no
-//! books: it marks the workers the last books read named there measured,
-//! their gains unchanged (one pass over the limits file), so the sampler's
-//! work follows active workers, not registered ones (docs/scale.md). The vendor's errors are logged once per minute
-//! with a count; the workers go unmeasured and the hook's policy applies.
+//! A driver that samples less often than every period (real ones: every
+//! 1/6 s to 1 s) answers "nothing newer" in between: the workers are
+//! marked measured with their charges unchanged, and their launches keep
+//! counting until the next sample. Such a period reads no books: it marks
+//! the workers the last books read named on those devices measured, in one
+//! pass over the limits file, so the sampler's work follows active workers,
+//! not registered ones (docs/scale.md). The vendor's errors are logged once
+//! per minute with a count; the workers go unmeasured and the hook's policy
+//! applies.
 
 use crate::log::log_at;
 use crate::select::vendor;
-use crate::vendor::Vendor;
+use crate::vendor::{UtilizationSample, Vendor};
 use accel_common::{shm, Error};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -48,8 +49,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const PERIOD: Duration = Duration::from_millis(100);
-/// A worker granted less than this share of its refill over a period is idle.
-const BUSY_SHARE: f64 = 0.8;
 const ERROR_EVERY: Duration = Duration::from_secs(60);
 
 /// The running thread, with the pid that started it and its own stop flag
@@ -231,13 +230,23 @@ fn run(stop: &AtomicBool) {
     shm::drop_sampler_lease();
 }
 
+/// A process on a device in the books: (pid namespace, pid there, start
+/// time, device).
+type ProcKey = (u64, i32, u64, String);
+
 #[derive(Default)]
 struct Sampler {
     /// Per device: the newest sample timestamp seen.
     since: HashMap<String, u64>,
-    /// Tokens granted so far per (process, device), from the last period.
-    tokens: HashMap<(u64, i32, u64, String), u64>,
-    last: Option<Instant>,
+    /// Per device not sampled yet: when it was first read (its first
+    /// samples cover the time since, which their timestamps cannot say).
+    first_read: HashMap<String, Instant>,
+    /// Per process and device: the tokens granted to it up to the last
+    /// sample of its device, and whether that was at a sample (a process
+    /// first seen between samples is counted from the next one on).
+    tokens: HashMap<ProcKey, (u64, bool)>,
+    /// Per (worker, device): the launch charge estimate.
+    estimates: HashMap<(String, String), shm::ChargeEstimate>,
     /// (worker, device) pairs with a live process in the last books read.
     seen: HashSet<(String, String)>,
     /// Vendor errors: when last reported, how many since.
@@ -245,10 +254,24 @@ struct Sampler {
     errors: u64,
 }
 
-/// What the books say of a worker on a device over the period.
+/// A device's reading this period.
+enum Reading {
+    /// No sample newer than the last (or the first call): no information.
+    Nothing { first: bool },
+    /// Per host pid, the mean SM % of its samples, over `span_ns`
+    /// (0: the first samples, whose span is unknown).
+    Samples {
+        per_pid: HashMap<u32, f64>,
+        span_ns: f64,
+    },
+}
+
+/// What the books say of a worker on a device since its device's last sample.
 #[derive(Default)]
 struct Seen {
-    pids: Vec<u32>,
+    /// Host pids of the processes counted since the device's last sample.
+    counted: Vec<u32>,
+    /// Tokens granted to the counted pids.
     granted: u64,
 }
 
@@ -256,18 +279,10 @@ impl Sampler {
     /// Another process holds the lease: start afresh when taking it over.
     fn standby(&mut self) {
         self.since.clear();
+        self.first_read.clear();
         self.tokens.clear();
+        self.estimates.clear();
         self.seen.clear();
-        self.last = None;
-    }
-
-    /// A period without any sample on any limited device: nothing ran, so
-    /// the workers the books last named there are measured with their gains
-    /// unchanged, without reading the books (one pass over the limits
-    /// file). Their processes' tokens are read again when something runs.
-    fn idle(&mut self, measured: &HashMap<String, Vec<crate::vendor::UtilizationSample>>) {
-        self.seen.retain(|(_, uuid)| measured.contains_key(uuid));
-        let _ = shm::mark_measured(&self.seen);
     }
 
     fn sample(&mut self) {
@@ -275,105 +290,129 @@ impl Sampler {
             return;
         };
         let limits = shm::limits().unwrap_or_default();
-        let mut limited: HashMap<String, Vec<(String, u64)>> = HashMap::new();
+        let mut limited: HashMap<String, Vec<String>> = HashMap::new();
         for e in limits {
-            if let Some(p) = e.compute_percent {
-                limited
-                    .entry(e.device_uuid)
-                    .or_default()
-                    .push((e.worker, p.into()));
+            if e.compute_percent.is_some() {
+                limited.entry(e.device_uuid).or_default().push(e.worker);
             }
         }
         if limited.is_empty() {
             return self.standby();
         }
-        // The vendor's samples first: the books are read only when some
-        // process ran on a limited device, so idle workers cost nothing
-        // per worker but one word each (their measured time).
-        let mut samples_of = HashMap::new();
+        // The driver first, then the books: the tokens are read as close as
+        // can be to the charges stored below, so the launches counted at
+        // the next sample were all charged the new charge.
+        let mut readings = HashMap::new();
         for uuid in limited.keys() {
-            let since = self.since.get(uuid).copied().unwrap_or(0);
-            match v.process_utilization(uuid, since) {
+            match v.process_utilization(uuid, self.since.get(uuid).copied().unwrap_or(0)) {
                 Ok(samples) => {
-                    let next = samples.iter().map(|s| s.timestamp).max().unwrap_or(since);
-                    self.since.insert(uuid.clone(), next.max(since));
-                    samples_of.insert(uuid.clone(), samples);
+                    readings.insert(uuid.clone(), self.reading(uuid, &samples));
                 }
                 Err(Error::NotSupported(_)) => {}
                 Err(e) => self.failed(uuid, &e),
             }
         }
-        if samples_of.values().all(Vec::is_empty) {
-            return self.idle(&samples_of);
+        // Nothing newer on any device (a driver samples every 1/6 s to 1 s):
+        // the books are not read, and the workers they named are measured
+        // with their charges unchanged, as below.
+        if readings
+            .values()
+            .all(|r| matches!(r, Reading::Nothing { first: false }))
+        {
+            self.seen
+                .retain(|(w, u)| limited.get(u).is_some_and(|ws| ws.contains(w)));
+            let _ = shm::mark_measured(&self.seen);
+            return;
         }
-        // Since the last period that read the books: the tokens granted
-        // meanwhile are counted against the refill of the whole span.
-        let now = Instant::now();
-        let elapsed = self.last.replace(now).map(|t| now - t);
-        let seen = self.books(&limited);
+        let seen = self.books(&limited, &readings);
         self.seen = seen.keys().cloned().collect();
-        for (uuid, workers) in &limited {
-            let Some(samples) = samples_of.remove(uuid) else {
-                continue;
-            };
-            // Per pid, the mean of its samples.
-            let mut per_pid: HashMap<u32, (f64, f64)> = HashMap::new();
-            for s in &samples {
-                let e = per_pid.entry(s.pid).or_default();
-                *e = (e.0 + f64::from(s.sm_percent), e.1 + 1.0);
-            }
-            let device: f64 = per_pid.values().map(|(sum, n)| sum / n).sum();
-            for (worker, percent) in workers {
+        self.estimates
+            .retain(|(w, u), _| limited.get(u).is_some_and(|ws| ws.contains(w)));
+        for (uuid, reading) in &readings {
+            for worker in &limited[uuid] {
                 // Only a worker with a process the books name on the device
                 // is measured; the others stay unmeasured (the hook's policy
-                // applies) rather than read as idle and wound up.
+                // applies).
                 let Some(w) = seen.get(&(worker.clone(), uuid.clone())) else {
                     continue;
                 };
-                let Ok(Some(gain)) = shm::gain_of(worker, uuid) else {
+                let Ok(Some(charge)) = shm::charge_of(worker, uuid) else {
                     continue;
                 };
-                let next = if samples.is_empty() {
-                    gain
-                } else {
-                    let measured: f64 = w
-                        .pids
-                        .iter()
-                        .filter_map(|p| per_pid.get(p))
-                        .map(|(sum, n)| sum / n)
-                        .sum();
-                    let refill = elapsed.map_or(0.0, |e| *percent as f64 * 1e7 * e.as_secs_f64());
-                    let granted = w.granted as f64;
-                    let steady = shm::steady_utilization(measured, granted, refill, device);
-                    let idle = granted < BUSY_SHARE * refill;
-                    let n = shm::next_gain(gain, *percent, steady, idle);
-                    log_at!(
-                        Trace,
-                        "sampler {worker} {uuid}: measured {measured:.1} (at the refill {steady:.1}) \
-                         granted/refill {:.2} gain {gain} -> {n}",
-                        granted / refill.max(1.0)
-                    );
-                    n
+                let next = match reading {
+                    Reading::Samples { per_pid, span_ns } if *span_ns > 0.0 => {
+                        let used: f64 = w
+                            .counted
+                            .iter()
+                            .filter_map(|p| per_pid.get(p))
+                            .map(|pct| pct / 100.0 * span_ns)
+                            .sum();
+                        let launches = w.granted as f64 / charge as f64;
+                        let est = self.estimates.entry((worker.clone(), uuid.clone()));
+                        let secs = span_ns / 1e9;
+                        let next = est.or_default().add(secs, launches, used).unwrap_or(charge);
+                        log_at!(
+                            Trace,
+                            "sampler {worker} {uuid}: {launches:.1} launches, {:.3} ms used over \
+                             {:.3} ms: charge {charge} -> {next}",
+                            used / 1e6,
+                            span_ns / 1e6
+                        );
+                        next
+                    }
+                    _ => charge,
                 };
-                let _ = shm::set_gain(worker, uuid, next);
+                let _ = shm::set_charge(worker, uuid, next);
             }
         }
     }
 
-    /// The live processes of limited workers on the limited devices, by
-    /// (worker, device): their host pids and the tokens granted to them
-    /// since the last period (all of a process's new to this sampler).
+    /// A device's samples: per pid the mean of its samples, over the span
+    /// from the last sample seen to the newest.
+    fn reading(&mut self, uuid: &str, samples: &[UtilizationSample]) -> Reading {
+        let since = self.since.get(uuid).copied().unwrap_or(0);
+        let Some(newest) = samples.iter().map(|s| s.timestamp).max() else {
+            let first = since == 0 && !self.first_read.contains_key(uuid);
+            if first {
+                self.first_read.insert(uuid.to_owned(), Instant::now());
+            }
+            return Reading::Nothing { first };
+        };
+        self.since.insert(uuid.to_owned(), newest.max(since));
+        let first_read = self.first_read.remove(uuid);
+        let mut sums: HashMap<u32, (f64, f64)> = HashMap::new();
+        for s in samples {
+            let e = sums.entry(s.pid).or_default();
+            *e = (e.0 + f64::from(s.sm_percent), e.1 + 1.0);
+        }
+        Reading::Samples {
+            per_pid: sums.into_iter().map(|(p, (sum, n))| (p, sum / n)).collect(),
+            // Timestamps are in µs; the first samples span the time since
+            // the device was first read (0: unknown, read with samples).
+            span_ns: if since == 0 {
+                first_read.map_or(0.0, |t| t.elapsed().as_nanos() as f64)
+            } else {
+                newest.saturating_sub(since) as f64 * 1e3
+            },
+        }
+    }
+
+    /// The live processes of limited workers on the devices read, by
+    /// (worker, device): the host pids counted since their device's last
+    /// sample and the tokens granted to them since. A device with a new
+    /// sample (or read for the first time) starts its count afresh.
     fn books(
         &mut self,
-        limited: &HashMap<String, Vec<(String, u64)>>,
+        limited: &HashMap<String, Vec<String>>,
+        readings: &HashMap<String, Reading>,
     ) -> HashMap<(String, String), Seen> {
         let mut seen: HashMap<(String, String), Seen> = HashMap::new();
         let mut tokens = HashMap::new();
         for p in shm::processes().unwrap_or_default() {
-            let limited_here = limited
-                .get(&p.device_uuid)
-                .is_some_and(|ws| ws.iter().any(|(w, _)| *w == p.worker));
-            if !limited_here {
+            let Some(reading) = readings.get(&p.device_uuid) else {
+                continue;
+            };
+            if !limited[&p.device_uuid].contains(&p.worker) {
                 continue;
             }
             let key = (
@@ -382,16 +421,33 @@ impl Sampler {
                 p.start_time,
                 p.device_uuid.clone(),
             );
-            let before = self.tokens.get(&key).copied().unwrap_or(0);
-            tokens.insert(key, p.compute_tokens);
+            let before = self.tokens.get(&key).copied();
+            let restart = match reading {
+                Reading::Samples { .. } => true,
+                Reading::Nothing { first } => *first,
+            };
+            tokens.insert(
+                key,
+                match before {
+                    Some(b) if !restart => b,
+                    _ => (p.compute_tokens, restart),
+                },
+            );
             let s = seen.entry((p.worker, p.device_uuid)).or_default();
-            s.pids.push(p.pid as u32);
-            s.granted += p.compute_tokens.saturating_sub(before);
+            if let Some((b, true)) = before {
+                s.counted.push(p.pid as u32);
+                s.granted += p.compute_tokens.saturating_sub(b);
+            }
+        }
+        // Devices not read this period keep their counts.
+        for (k, v) in &self.tokens {
+            if !readings.contains_key(&k.3) {
+                tokens.entry(k.clone()).or_insert(*v);
+            }
         }
         self.tokens = tokens;
         seen
     }
-
     fn failed(&mut self, uuid: &str, e: &Error) {
         self.errors += 1;
         if self.error_told.is_some_and(|t| t.elapsed() < ERROR_EVERY) {

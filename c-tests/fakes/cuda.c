@@ -556,9 +556,13 @@ CUresult cuCtxGetDevice(CUdevice *d) {
     *d = dev;
   return r;
 }
+static void wait_kernels(void); /* cuda_launch.inc */
 CUresult cuCtxSynchronize(void) {
   int dev;
-  return current_dev(&dev);
+  CUresult r = current_dev(&dev);
+  if (r == CUDA_SUCCESS)
+    wait_kernels();
+  return r;
 }
 
 /* ---- modules: one per device (PTX text with an entry point), one function each ---- */

@@ -550,7 +550,10 @@ typedef struct {
  * one sample: its share of the device over that span, timeStamp now in
  * CLOCK_MONOTONIC µs. A size query (NULL buffer, or one too small) answers
  * NVML_ERROR_INSUFFICIENT_SIZE with the count and changes nothing; nothing
- * newer: NVML_ERROR_NOT_FOUND (the first call records the first reading). */
+ * newer: NVML_ERROR_NOT_FOUND (the first call records the first reading).
+ * FAKE_NVML_SAMPLE_MS=P samples as a driver that updates its buffer every
+ * P ms: nothing newer until a multiple of P has passed since the reading
+ * the caller last saw (real drivers: every 1/6 s to 1 s). */
 #define SNAPS 64
 static struct {
   unsigned long long ts_us, at_ns;
@@ -569,7 +572,7 @@ static void snap_record(struct tl_dev *d, unsigned long long now) {
   snaps[k].at_ns = now;
   for (int i = 0; i < TL_PIDS; i++) {
     snaps[k].pid[i] = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
-    snaps[k].busy[i] = __atomic_load_n(&d->procs[i].busy_ns, __ATOMIC_ACQUIRE);
+    snaps[k].busy[i] = tl_busy(&d->procs[i], now);
   }
 }
 
@@ -595,13 +598,23 @@ static nvmlReturn_t timeline_util(struct tl_dev *d, psample_t *s, unsigned *coun
     pthread_mutex_unlock(&snap_lock);
     return NVML_ERROR_NOT_FOUND;
   }
+  static unsigned long long period_ns;
+  if (!period_ns) {
+    const char *ms = getenv("FAKE_NVML_SAMPLE_MS");
+    period_ns = ms && atoi(ms) > 0 ? (unsigned long long)atoi(ms) * 1000000ULL : 1;
+  }
+  if (now / period_ns == snaps[b].at_ns / period_ns) {
+    pthread_mutex_unlock(&snap_lock);
+    return NVML_ERROR_NOT_FOUND;
+  }
   unsigned long long span = now - snaps[b].at_ns;
   unsigned n = 0;
   psample_t got[TL_PIDS];
   for (int i = 0; i < TL_PIDS && span; i++) {
     unsigned pid = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
-    unsigned long long busy = __atomic_load_n(&d->procs[i].busy_ns, __ATOMIC_ACQUIRE);
-    unsigned long long ran = busy - (snaps[b].pid[i] == pid ? snaps[b].busy[i] : 0);
+    unsigned long long busy = tl_busy(&d->procs[i], now);
+    unsigned long long before = snaps[b].pid[i] == pid ? snaps[b].busy[i] : 0;
+    unsigned long long ran = busy > before ? busy - before : 0;
     if (!pid || !ran || now / 1000 <= last)
       continue;
     memset(&got[n], 0, sizeof got[n]);

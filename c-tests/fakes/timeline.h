@@ -2,7 +2,11 @@
  * the file named by FAKE_GPU_TIMELINE: per device, the time the device is
  * busy until, and per process the device time its kernels took. The fake
  * driver's launches advance it (kernels serialize, as on one GPU); the fake
- * NVML reports per-process utilization from it. Times: CLOCK_MONOTONIC ns. */
+ * NVML reports per-process utilization from it. Times: CLOCK_MONOTONIC ns.
+ * A process's device time is counted as its kernels run (`tl_busy`): the
+ * parts still to run of its last TL_RING kernels are left out (the fake
+ * driver never lets a process queue more), so a 100 ms graph shows as it
+ * runs, not at its launch. */
 #ifndef FAKE_TIMELINE_H
 #define FAKE_TIMELINE_H
 
@@ -14,10 +18,14 @@
 
 #define TL_DEVS 2
 #define TL_PIDS 256
+#define TL_RING 256
 
 struct tl_proc {
   unsigned pid;
   unsigned long long busy_ns;
+  /* The process's kernels so far, and the last TL_RING of them (start, end). */
+  unsigned long long kernels;
+  unsigned long long ring[TL_RING][2];
 };
 struct tl_dev {
   unsigned long long busy_until;
@@ -73,6 +81,21 @@ static inline struct tl_proc *tl_proc(struct tl_dev *d, unsigned pid) {
       return &d->procs[i];
   }
   return NULL;
+}
+
+/* The device time of `p`'s kernels up to `now`. (Read while the process
+ * launches, a reading may come out a little low: readers take a reading
+ * below an earlier one as no progress.) */
+static inline unsigned long long tl_busy(struct tl_proc *p, unsigned long long now) {
+  unsigned long long busy = __atomic_load_n(&p->busy_ns, __ATOMIC_ACQUIRE);
+  unsigned long long n = __atomic_load_n(&p->kernels, __ATOMIC_ACQUIRE), left = 0;
+  for (unsigned long long k = n > TL_RING ? n - TL_RING : 0; k < n; k++) {
+    unsigned long long start = __atomic_load_n(&p->ring[k % TL_RING][0], __ATOMIC_ACQUIRE);
+    unsigned long long end = __atomic_load_n(&p->ring[k % TL_RING][1], __ATOMIC_ACQUIRE);
+    if (end > now)
+      left += end - (start > now ? start : now);
+  }
+  return busy - (left < busy ? left : busy);
 }
 
 #endif

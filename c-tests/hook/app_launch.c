@@ -1,8 +1,13 @@
 /* The compute test app: launches kernels on the fake driver's device 0
  * under LD_PRELOAD=libcuda_limiter.so (test_compute.c drives it).
  *
- *   spin SECONDS     cuLaunchKernel_ptsz (through cuGetProcAddress_v2 with
- *                    per-thread flags) as fast as allowed for SECONDS
+ *   spin SECONDS [BATCH [graph|kernel [FROM]]]
+ *                    cuLaunchKernel_ptsz (through cuGetProcAddress_v2 with
+ *                    per-thread flags; `graph`: cuGraphLaunch_ptsz) as fast
+ *                    as allowed for SECONDS; BATCH > 0: cuCtxSynchronize
+ *                    after every BATCH launches. Prints the launches and
+ *                    the longest time between two launches after FROM
+ *                    seconds (default 1; ms)
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
@@ -15,6 +20,7 @@
  *                    thread still waiting: the process exits
  */
 #include <pthread.h>
+#include <signal.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <time.h>
@@ -33,6 +39,14 @@ typedef CUresult (*coop_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsi
 typedef CUresult (*graph_fn)(void *, void *);
 
 static void *lib;
+
+/* A spin that outlives its time by 30 s is stuck: end it (a handler, since
+ * the app is pid 1 of its namespace, which ignores signals it does not
+ * handle). */
+static void stuck(int sig) {
+  (void)sig;
+  _exit(3);
+}
 static get_proc_fn get_proc;
 
 static double now_s(void) {
@@ -95,14 +109,25 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(argv[1], "spin") == 0) {
-    launch_fn k = (launch_fn)proc("cuLaunchKernel", 1);
-    double end = now_s() + atof(argv[2]);
+    int batch = argc > 3 ? atoi(argv[3]) : 0;
+    const char *base = argc > 4 && strcmp(argv[4], "graph") == 0 ? "cuGraphLaunch" : "cuLaunchKernel";
+    void *k = proc(base, 1);
+    CUresult (*sync)(void) = (CUresult(*)(void))proc("cuCtxSynchronize", 0);
+    signal(SIGALRM, stuck);
+    alarm((unsigned)atof(argv[2]) + 30);
+    double start = now_s(), end = start + atof(argv[2]), last = start, gap = 0;
+    double from = argc > 5 ? atof(argv[5]) : 1.0;
     unsigned long long n = 0;
-    while (now_s() < end) {
-      CHECK(launch("cuLaunchKernel", (void *)k) == 0, "launch");
+    for (double t = start; t < end; t = now_s()) {
+      if (last - start >= from && t - last > gap)
+        gap = t - last;
+      last = t;
+      CHECK(launch(base, k) == 0, "launch");
       n++;
+      if (batch > 0 && n % (unsigned)batch == 0)
+        CHECK(sync() == 0, "cuCtxSynchronize");
     }
-    printf("%llu\n", n);
+    printf("%llu %.1f\n", n, gap * 1e3);
     return test_summary();
   }
   if (strcmp(argv[1], "blocked") == 0) {

@@ -552,8 +552,15 @@ static void test_compute(void) {
   EXPECT_RC(L.compute(me, D1, 5000000, &c), RESULT_SUCCESS);
   CHECK(!c.shouldBlock, "refilled after 60 ms (avail=%llu)", (unsigned long long)c.availableTokens);
   EXPECT_RC(L.compute(me, D1, 20000000, &c), RESULT_SUCCESS);
-  CHECK(c.shouldBlock, "more than the burst never passes");
+  CHECK(c.shouldBlock, "more than the burst waits for a full bucket");
   CHECK(strcmp(c.deviceUUID, D1) == 0 && c.computeTokens == 20000000, "record echoes the op");
+  /* Full (100 ms at 10 %): granted, and the bucket is in debt for the rest. */
+  sleep_ms(110);
+  EXPECT_RC(L.compute(me, D1, 20000000, &c), RESULT_SUCCESS);
+  CHECK(!c.shouldBlock && c.availableTokens == 0, "more than the burst, on a full bucket: into debt");
+  sleep_ms(60);
+  EXPECT_RC(L.compute(me, D1, 1, &c), RESULT_SUCCESS);
+  CHECK(c.shouldBlock, "the debt is paid back before the next grant");
   EXPECT_RC(L.compute(me, D3, 1u << 30, &c), RESULT_SUCCESS);
   CHECK(!c.shouldBlock && c.availableTokens == UINT64_MAX, "no compute limit: unlimited");
 }

@@ -196,28 +196,23 @@ pub fn view(uuid: &str) -> Option<(u64, u64)> {
 pub enum Gate {
     /// The worker has no compute limit on the device (or the state is unusable).
     Unlimited,
-    /// Tokens taken.
-    Granted,
-    /// Short by `deficit` tokens (0: the worker is frozen).
-    Wait { deficit: u64 },
+    /// Tokens taken: go after this many ns (0: at once).
+    After(u64),
+    /// The worker is frozen: nothing taken.
+    Held,
 }
 
-/// Take `tokens` for a launch of this process on device slot `slot`.
+/// Take this process's worker's launch charge for a launch on device slot
+/// `slot`: its place in the worker's order of launches.
 #[inline]
-pub fn launch(slot: usize, tokens: u64) -> Gate {
+pub fn launch(slot: usize) -> Gate {
     if BROKEN.load(Relaxed) {
         return Gate::Unlimited;
     }
-    match shm::check_compute_on(pid(), slot, tokens) {
-        Ok(o) if o.should_block => Gate::Wait {
-            deficit: if o.available_tokens == u64::MAX {
-                0
-            } else {
-                tokens.saturating_sub(o.available_tokens)
-            },
-        },
-        Ok(o) if o.available_tokens == u64::MAX => Gate::Unlimited,
-        Ok(_) => Gate::Granted,
+    match shm::launch_on(pid(), slot) {
+        Ok(shm::Launch::Unlimited) => Gate::Unlimited,
+        Ok(shm::Launch::After(ns)) => Gate::After(ns),
+        Ok(shm::Launch::Held) => Gate::Held,
         // Launches never fail: an unusable state lets them through.
         Err(e) => {
             failed(&e);
@@ -226,7 +221,7 @@ pub fn launch(slot: usize, tokens: u64) -> Gate {
     }
 }
 
-/// This process's worker's compute limit and gain on a device slot.
+/// This process's worker's compute limit and launch charge on a device slot.
 pub fn steer(slot: usize) -> Option<shm::Steer> {
     shm::steer_of(pid(), slot)
 }

@@ -5,14 +5,15 @@
 //! measurement time in its row of the host-owned limits file, which this
 //! process maps read-only. A process with a limited worker runs one thread,
 //! started on its first limited launch (never at load), that every [`TICK`],
-//! for each device the process launched on, refreshes the charge of a
-//! launch and the fail-closed hold (`launch::refresh`) from that row.
+//! for each device the process launched on, tells whether the worker is
+//! measured, and refreshes the fail-closed hold (`launch::refresh`). (The
+//! launch charge itself is read from the row by each launch.)
 //!
 //! Without a measurement (no host sampler, NVML missing or failing there,
 //! a worker the sampler cannot see) the row's `measured_ms` goes stale.
 //! After [`STALE`] (and [`GRACE`] from the thread's start) the worker is
-//! unmeasured: fail-open, the default, keeps throttling on the launch
-//! estimate with the last gain; with `ACCELERATOR_COMPUTE_FAIL_CLOSED=1`
+//! unmeasured: fail-open, the default, keeps throttling on the last launch
+//! charge measured (the estimate if none was); with `ACCELERATOR_COMPUTE_FAIL_CLOSED=1`
 //! its launches wait until a measurement comes (fail-closed). Each process
 //! says which, once per device, on stderr.
 
@@ -71,7 +72,7 @@ fn run() {
                 };
                 eprintln!("libcuda_limiter: no utilization measurement for {uuid}; {what}");
             }
-            launch::refresh(slot, &st, unmeasured && closed);
+            launch::refresh(slot, unmeasured && closed);
         }
         std::thread::sleep(TICK);
     }

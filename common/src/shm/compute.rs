@@ -6,13 +6,26 @@
 //! rate: burst `B = p × 10^6` tokens. The bucket is one word, the
 //! theoretical arrival time TAT (in 1/16 ns since boot): a request of k
 //! tokens at time t costs `k × 1600 / p` sixteenths of a ns, and is granted
-//! iff `max(TAT, t) + cost ≤ t + 100 ms`, by one CAS of TAT. The available
-//! tokens are `(t + 100 ms − max(TAT, t)) × p / 1600`. A request larger than
-//! B is never granted. Without a compute limit every request is granted and
-//! `UINT64_MAX` tokens are reported. The time t comes from `clock.rs`: one
+//! iff `max(TAT, t) + min(cost, W) ≤ t + W` (W = 100 ms), by one CAS of TAT
+//! to `max(TAT, t) + cost`. The available tokens are
+//! `(t + W − max(TAT, t)) × p / 1600`. A request larger than B is granted on
+//! a full bucket and leaves it in debt (TAT past `t + W`) until the refill
+//! has paid it back: one launch of a kernel longer than the burst costs
+//! its whole length, and the next waits for it (docs/compute.md, "Charges").
+//! Without a compute limit every request is granted and `UINT64_MAX`
+//! tokens are reported.
+//!
+//! The hook's launches ([`launch_on`]) never take the refusal: they
+//! *reserve*. A launch always moves TAT by its charge (the worker's
+//! measured time per launch, from its row of the limits file) and waits
+//! until the bucket holds `min(cost, B)` at its place in that order: the
+//! TAT is a queue, so the launches of a worker's processes go in the order
+//! they asked, and no process of a worker can take a refill another has
+//! been waiting for. The time t comes from `clock.rs`: one
 //! reading serves up to 64 checks of a process, never for a refill or a
 //! refusal, which bounds what that saves (there) by the age of the reading.
 
+use super::steer::charge_word;
 use super::*;
 
 /// Outcome of a compute check.
@@ -22,11 +35,91 @@ pub struct ComputeOutcome {
     pub available_tokens: u64,
 }
 
+/// What a hook launch does ([`launch_on`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launch {
+    /// No compute limit: go.
+    Unlimited,
+    /// Its tokens are taken: go after this many ns (0: at once).
+    After(u64),
+    /// The worker is frozen: nothing taken; ask again later.
+    Held,
+}
+
+/// What a check asks of the bucket.
+#[derive(Clone, Copy)]
+pub(super) enum Ask {
+    /// `CheckAndRecordComputeOps`: these tokens, or a refusal.
+    Check(u64),
+    /// A hook launch: the worker's launch charge on the device, reserved.
+    Reserve,
+}
+
+impl Ask {
+    #[inline(always)]
+    fn tokens(self, row: &limits::Row) -> u64 {
+        match self {
+            Ask::Check(t) => t,
+            Ask::Reserve => charge_word(row.charge.load(Relaxed)),
+        }
+    }
+}
+
+/// A launch of a kernel (or graph) by process `pid` on device slot `d`
+/// (from [`device_slot_for`]): the hook's door to the bucket.
+#[inline]
+pub fn launch_on(pid: i32, d: usize) -> Res<Launch> {
+    let o = match compute_fast(pid, d, Ask::Reserve) {
+        Some(o) => o,
+        None => compute_slow(pid, d, Ask::Reserve)?,
+    };
+    Ok(if o.outcome.should_block {
+        Launch::Held
+    } else if o.outcome.available_tokens == u64::MAX {
+        Launch::Unlimited
+    } else {
+        Launch::After(o.wait / 16)
+    })
+}
+
+/// A check's outcome, and for a reservation how long (1/16 ns) the
+/// launch waits for its place.
+#[derive(Clone, Copy)]
+pub(super) struct Checked {
+    outcome: ComputeOutcome,
+    wait: u64,
+}
+
+impl Checked {
+    #[inline(always)]
+    fn go(available_tokens: u64) -> Checked {
+        Checked {
+            outcome: ComputeOutcome {
+                should_block: false,
+                available_tokens,
+            },
+            wait: 0,
+        }
+    }
+
+    fn refused(available_tokens: u64) -> Checked {
+        Checked {
+            outcome: ComputeOutcome {
+                should_block: true,
+                available_tokens,
+            },
+            wait: 0,
+        }
+    }
+}
+
 /// `CheckAndRecordComputeOps` for process `pid`.
 pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
     if !workers::is_own(pid) {
         // Another process: in its worker's books.
-        return workers::on_device_of(pid, uuid, |b, d| compute_in(b, pid, d, tokens));
+        return workers::on_device_of(pid, uuid, |b, d| {
+            compute_in(b, pid, d, Ask::Check(tokens)).map(|c| c.outcome)
+        });
     }
     check_compute_on(pid, device_slot_for(pid, uuid)?, tokens)
 }
@@ -34,9 +127,9 @@ pub fn check_compute(pid: i32, uuid: &str, tokens: u64) -> Res<ComputeOutcome> {
 /// [`check_compute`] on device slot `d` (from [`device_slot_for`]).
 #[inline]
 pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
-    match compute_fast(pid, d, tokens) {
-        Some(outcome) => Ok(outcome),
-        None => compute_slow(pid, d, tokens),
+    match compute_fast(pid, d, Ask::Check(tokens)) {
+        Some(c) => Ok(c.outcome),
+        None => compute_slow(pid, d, Ask::Check(tokens)).map(|c| c.outcome),
     }
 }
 
@@ -51,6 +144,19 @@ pub(super) fn token_cost(tokens: u64, percent: u64) -> Option<u64> {
     Some(tokens.checked_mul(1600)?.div_ceil(percent))
 }
 
+/// Where a request of `cost` finds its place in a bucket with theoretical
+/// arrival time `tat` at `now`: (the next TAT, the time the bucket holds
+/// `min(cost, W)` for it). Granted at once iff that time is `≤ now`; `None`
+/// when it does not fit in a u64.
+#[inline(always)]
+pub(super) fn place(tat: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
+    let base = tat.max(now);
+    Some((
+        base.checked_add(cost)?,
+        (base + cost.min(WINDOW)).saturating_sub(WINDOW),
+    ))
+}
+
 /// Tokens left in a bucket with theoretical arrival time `tat` at `now`.
 #[inline(always)]
 pub(super) fn tokens_left(tat: u64, now: u64, percent: u64) -> u64 {
@@ -63,10 +169,10 @@ pub(super) fn tokens_left(tat: u64, now: u64, percent: u64) -> u64 {
 /// registered slot, a device it used before, the worker not frozen, and
 /// either no limit or a grant decided on this process's last TAT and the
 /// shared clock reading (see `clock.rs`), won at the first CAS. Anything
-/// else (a refill, a refusal, a wrong guess, a lost race) is `None`, and
-/// [`compute_slow`], which handles every case, decides.
+/// else (a refill, a refusal or a wait, a wrong guess, a lost race) is
+/// `None`, and [`compute_slow`], which handles every case, decides.
 #[inline(always)]
-pub(super) fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOutcome> {
+pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
     let l = map::published()?;
     let i = own_slot(l, pid)?;
     let p = &l.procs[i];
@@ -76,13 +182,11 @@ pub(super) fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOut
         return None;
     }
     let percent = row.cu_limit.load(Acquire).min(100);
+    let tokens = ask.tokens(row);
     let _owner = local::enter(i, d);
     if percent == 0 {
         count_tokens(p, d, tokens);
-        return Some(ComputeOutcome {
-            should_block: false,
-            available_tokens: u64::MAX,
-        });
+        return Some(Checked::go(u64::MAX));
     }
     let cost = token_cost(tokens, percent)?;
     let (now, fresh) = clock::now();
@@ -91,8 +195,8 @@ pub(super) fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOut
     if tat < now && !fresh {
         return None;
     }
-    let next = tat.max(now).checked_add(cost)?;
-    if next > now.saturating_add(WINDOW) {
+    let (next, start) = place(tat, now, cost)?;
+    if start > now {
         return None;
     }
     wd.bucket
@@ -101,10 +205,7 @@ pub(super) fn compute_fast(pid: i32, d: usize, tokens: u64) -> Option<ComputeOut
         .ok()?;
     LAST_TAT[d].store(next, Relaxed);
     count_tokens(p, d, tokens);
-    Some(ComputeOutcome {
-        should_block: false,
-        available_tokens: tokens_left(next, now, percent),
-    })
+    Some(Checked::go(tokens_left(next, now, percent)))
 }
 
 /// Add granted tokens to the process's counter on device `d`. Only the
@@ -117,13 +218,13 @@ pub(super) fn count_tokens(p: &Proc, d: usize, tokens: u64) {
 
 /// Every case of a compute check (see [`compute_fast`]).
 #[inline(never)]
-pub(super) fn compute_slow(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
+pub(super) fn compute_slow(pid: i32, d: usize, ask: Ask) -> Res<Checked> {
     let d = checked_device(d)?;
-    workers::books_of_pid(pid, false)?.with(|b| compute_in(b, pid, d, tokens))
+    workers::books_of_pid(pid, false)?.with(|b| compute_in(b, pid, d, ask))
 }
 
 /// A compute check of process `pid` on device slot `d` of its worker's books `l`.
-fn compute_in(l: &Layout, pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> {
+fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
     let i = proc_slot(l, pid)?;
     let p = &l.procs[i];
     let wd = &l.wd[d];
@@ -132,28 +233,28 @@ fn compute_in(l: &Layout, pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome
     let percent = row.cu_limit.load(Acquire).min(100);
     mark_device(p, d);
     if row.cu_blocked() {
-        let a = if percent == 0 {
-            u64::MAX
+        return Ok(if percent == 0 {
+            Checked::refused(u64::MAX)
         } else {
-            tokens_left(wd.bucket.tat.load(Acquire), clock::fresh(), percent)
-        };
-        return Ok(ComputeOutcome {
-            should_block: true,
-            available_tokens: a,
+            Checked::refused(tokens_left(
+                wd.bucket.tat.load(Acquire),
+                clock::fresh(),
+                percent,
+            ))
         });
     }
     // As in `memory_in`: no process-local lock on another worker's books.
     let _owner = map::is_published(l).then(|| local::enter(i, d));
+    let tokens = ask.tokens(row);
     if percent == 0 {
         count_tokens(p, d, tokens);
-        return Ok(ComputeOutcome {
-            should_block: false,
-            available_tokens: u64::MAX,
-        });
+        return Ok(Checked::go(u64::MAX));
     }
-    let cost = match token_cost(tokens, percent) {
-        Some(c) => c as u128,
-        None => (tokens as u128 * 1600).div_ceil(percent as u128),
+    // A cost no u64 TAT can hold is refused (a launch charge, at most
+    // `CHARGE_MAX`, always fits).
+    let Some(cost) = token_cost(tokens, percent) else {
+        let tat = wd.bucket.tat.load(Acquire);
+        return Ok(Checked::refused(tokens_left(tat, clock::fresh(), percent)));
     };
     let (mut now, mut fresh) = clock::now();
     // Start from the TAT this process last wrote on the device: right when
@@ -165,11 +266,13 @@ fn compute_in(l: &Layout, pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome
     let mut b = Backoff::new();
     loop {
         // A cached reading decides only grants that find the bucket in
-        // debt against it; a refill or a refusal takes a fresh one, and
-        // is never decided on a guessed TAT.
-        let next = tat.max(now) as u128 + cost;
-        let refused = next > (now + WINDOW) as u128;
-        if (refused || (!fresh && tat < now)) && !(known && fresh) {
+        // debt against it; a refill, a refusal or a wait takes a fresh one,
+        // and is never decided on a guessed TAT.
+        let Some((next, start)) = place(tat, now, cost) else {
+            return Ok(Checked::refused(tokens_left(tat, now, percent)));
+        };
+        let short = start > now;
+        if (short || (!fresh && tat < now)) && !(known && fresh) {
             if known {
                 (now, fresh) = (clock::fresh(), true);
             } else {
@@ -177,21 +280,16 @@ fn compute_in(l: &Layout, pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome
             }
             continue;
         }
-        if refused {
-            return Ok(ComputeOutcome {
-                should_block: true,
-                available_tokens: tokens_left(tat, now, percent),
-            });
+        if short && matches!(ask, Ask::Check(_)) {
+            return Ok(Checked::refused(tokens_left(tat, now, percent)));
         }
-        let next = next as u64;
         match wd.bucket.tat.compare_exchange(tat, next, AcqRel, Acquire) {
             Ok(_) => {
                 LAST_TAT[d].store(next, Relaxed);
                 count_tokens(p, d, tokens);
-                return Ok(ComputeOutcome {
-                    should_block: false,
-                    available_tokens: tokens_left(next, now, percent),
-                });
+                let mut c = Checked::go(tokens_left(next, now, percent));
+                c.wait = start.saturating_sub(now);
+                return Ok(c);
             }
             // A guess that was wrong is no contention; losing a race is.
             // Either way the next try starts from the value the failed CAS

@@ -17,7 +17,7 @@
 //! | header | 4 KiB | magic `ACCLIMS`, version, size, generation |
 //! | devices | 64 × 128 B | device UUIDs the host named |
 //! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time |
-//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's gain and last measurement (`steer.rs`) |
+//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's launch charge and last measurement (`steer.rs`) |
 //!
 //! Names are appended under the state directory's lock (`statedir::lock_dir`);
 //! device names are never removed, worker names only once no live process
@@ -27,7 +27,7 @@
 //! next new name takes it), never FREE (a lookup stops there). A client keeps, per device slot of its
 //! books, a pointer to the row it found (`ROW`): the hot path loads it and
 //! the row's line (read-mostly: it changes when the host sets a limit or
-//! freezes, and when the host's compute sampler stores a worker's gain, at
+//! freezes, and when the host's compute sampler stores a worker's launch charge, at
 //! most every 100 ms). A slot whose worker or device has no row yet points at a
 //! placeholder in the process (`UNLIMITED`, or `FROZEN` for a frozen
 //! worker), valid while the generation is the one it was looked up at:
@@ -39,10 +39,11 @@ use std::sync::atomic::AtomicPtr;
 
 pub(super) const LIMITS_NAME: &str = "limits.shm";
 const LIMITS_MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMS\0");
-/// Still 1 with the rows' `gain` and `measured_ms`: they were zero padding
-/// in the files before them, and zero reads as never corrected and never
-/// measured, so a node's limits file survives the upgrade (and an older
-/// client reading a newer file ignores the two words).
+/// Still 1 with the rows' (retired) gain, `measured_ms` and `charge`: they were
+/// zero padding in the files before them, and zero reads as never
+/// corrected and never measured, so a node's limits file survives the
+/// upgrade (and an older client reading a newer file ignores the words it
+/// does not know).
 const LIMITS_VERSION: u64 = 1;
 
 #[repr(C, align(4096))]
@@ -89,12 +90,16 @@ pub(super) struct Row {
     /// its rows), [`MEM_BIT`] / [`CU_BIT`] while AutoFreeze holds that
     /// resource here: one load tells a check whether to block.
     pub(super) blocked: AtomicU64,
-    /// The host sampler's correction of the compute refill rate
-    /// (`steer.rs`), in 1/`GAIN_ONE`; 0 = never corrected (1.0).
-    pub(super) gain: AtomicU64,
+    /// Retired: the rate correction of the sampler before the launch
+    /// charge (hooks of that version read it; this one leaves it 0, which
+    /// they read as no correction).
+    pub(super) _retired_gain: AtomicU64,
     /// When the host sampler last measured the worker here (ms since
     /// boot); 0 = never.
     pub(super) measured_ms: AtomicU64,
+    /// The tokens one launch of the worker costs here: its measured device
+    /// time per launch (`steer.rs`); 0 = not measured yet.
+    pub(super) charge: AtomicU64,
 }
 
 pub(super) const FROZEN_BIT: u64 = 1;
@@ -107,8 +112,9 @@ impl Row {
             mem_limit: AtomicU64::new(0),
             cu_limit: AtomicU64::new(0),
             blocked: AtomicU64::new(blocked),
-            gain: AtomicU64::new(0),
+            _retired_gain: AtomicU64::new(0),
             measured_ms: AtomicU64::new(0),
+            charge: AtomicU64::new(0),
         }
     }
 
@@ -521,10 +527,16 @@ pub(super) fn forget_locked(lim: &Limits, worker: &str) -> bool {
     lim.header.generation.fetch_add(1, AcqRel);
     if !map::discard(&lim.rows[w]) {
         for row in &lim.rows[w] {
-            for word in [&row.mem_limit, &row.cu_limit, &row.blocked, &row.gain] {
+            for word in [
+                &row.mem_limit,
+                &row.cu_limit,
+                &row.blocked,
+                &row._retired_gain,
+                &row.measured_ms,
+                &row.charge,
+            ] {
                 word.store(0, Relaxed);
             }
-            row.measured_ms.store(0, Relaxed);
         }
     }
     for word in [

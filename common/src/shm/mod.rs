@@ -79,7 +79,7 @@ mod snapshot;
 mod steer;
 mod workers;
 
-pub use compute::{check_compute, check_compute_on, ComputeOutcome};
+pub use compute::{check_compute, check_compute_on, launch_on, ComputeOutcome, Launch};
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
 pub use lifetime::{remove_worker, Removed};
@@ -90,8 +90,8 @@ pub use reports::{
     set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 pub use steer::{
-    drop_sampler_lease, gain_of, mark_measured, next_gain, set_gain, steady_utilization, steer_of,
-    take_sampler_lease, Steer, GAIN_MAX, GAIN_MIN, GAIN_ONE,
+    charge_of, drop_sampler_lease, mark_measured, set_charge, steer_of, take_sampler_lease,
+    ChargeEstimate, Steer, CHARGE_MAX, CHARGE_MIN, LAUNCH_ESTIMATE,
 };
 pub use workers::{books_path, worker_dir};
 

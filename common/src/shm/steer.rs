@@ -1,15 +1,17 @@
 //! Steering compute limits by measurement
 //!
-//! A launch's cost is not known when it is launched, so the hook charges an
-//! estimate, and the host's compute sampler (libaccelerator, `src/sampler.rs`),
-//! which measures the device's per-process utilization, corrects each
-//! worker's refill rate: the `gain` word of the worker's row in the
-//! host-owned limits file (`limits.rs`), a multiplier in 1/[`GAIN_ONE`]
-//! (0 = never corrected = 1.0). The hook divides its estimate by the gain,
-//! which is the same as multiplying the rate. `measured_ms` says when the
-//! sampler last measured the worker on the device, so a launcher can tell a
-//! live measurement from none. Both words are in the host's file, which
-//! clients map read-only: a tenant cannot raise its own gain, nor lower
+//! A launch's cost is not known when it is launched: the hook charges the
+//! worker's **launch charge**, the device time one launch of the worker
+//! takes, which the host's compute sampler (libaccelerator,
+//! `src/sampler.rs`) measures: the device's per-process utilization over
+//! the launches the books counted ([`ChargeEstimate`]). The charge is the
+//! `charge` word of the worker's row in the host-owned limits file
+//! (`limits.rs`), in tokens (ns of the whole device; 0 = not measured yet:
+//! [`LAUNCH_ESTIMATE`]); the hook reads it with the limit, on each launch
+//! (`compute::launch_on`). `measured_ms` says when the sampler last
+//! measured the worker on the device, so a launcher can tell a live
+//! measurement from none. Both words are in the host's file, which clients
+//! map read-only: a tenant can neither lower its own charge nor raise
 //! another's.
 //!
 //! One sampler runs on the node: the host process that holds the OFD lock
@@ -19,36 +21,40 @@
 //! block it. The kernel drops the
 //! lock when its holder dies; another host process's sampler takes it at
 //! its next try.
-//!
-//! The controller ([`next_gain`]) is here, beside the words it moves.
 
 use super::*;
 use std::sync::atomic::AtomicI32;
 
-/// The gain word's unit: a gain of `GAIN_ONE` leaves the rate as set.
-pub const GAIN_ONE: u64 = 1024;
-/// The correction stays within 1/64 … 64 of the set rate.
-pub const GAIN_MIN: u64 = GAIN_ONE / 64;
-pub const GAIN_MAX: u64 = GAIN_ONE * 64;
+/// Tokens a launch costs before its worker is measured: 50 µs of the device.
+pub const LAUNCH_ESTIMATE: u64 = 50_000;
+/// The charge stays within 1 µs (about a real launch's own overhead) …
+pub const CHARGE_MIN: u64 = 1_000;
+/// … and one day of the device per launch: at 1 % that is a wait of 100
+/// days, and the token cost (`charge × 1600 / percent`) fits a u64.
+pub const CHARGE_MAX: u64 = 86_400 * 1_000_000_000;
 
 /// A worker's compute limit on a device as its launches need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Steer {
     /// 1..=100; 0 = unlimited.
     pub percent: u64,
-    /// The rate correction in 1/`GAIN_ONE`.
-    pub gain: u64,
+    /// Tokens one launch costs.
+    pub charge: u64,
     /// The sampler's last measurement of the worker here (ms since boot; 0 = never).
     pub measured_ms: u64,
     /// Now, in the same clock (ms since boot).
     pub now_ms: u64,
+    /// The worker is frozen here (its launches wait).
+    pub held: bool,
 }
 
-fn gain_word(g: u64) -> u64 {
-    if g == 0 {
-        GAIN_ONE
+/// The launch charge a row's word stands for.
+#[inline(always)]
+pub(super) fn charge_word(c: u64) -> u64 {
+    if c == 0 {
+        LAUNCH_ESTIMATE
     } else {
-        g.clamp(GAIN_MIN, GAIN_MAX)
+        c.clamp(CHARGE_MIN, CHARGE_MAX)
     }
 }
 
@@ -61,30 +67,32 @@ pub fn steer_of(pid: i32, d: usize) -> Option<Steer> {
     let row = limits::row_of(l, checked_device(d).ok()?).ok()?;
     Some(Steer {
         percent: row.cu_limit.load(Acquire).min(100),
-        gain: gain_word(row.gain.load(Acquire)),
+        charge: charge_word(row.charge.load(Acquire)),
         measured_ms: row.measured_ms.load(Acquire),
         now_ms: freeze::now_ms(),
+        held: row.cu_blocked(),
     })
 }
 
-/// The host's view of a worker's gain on a device (None: the host never
-/// named them).
-pub fn gain_of(worker: &str, uuid: &str) -> Res<Option<u64>> {
-    Ok(limits::host_row_of(worker, uuid)?.map(|r| gain_word(r.gain.load(Acquire))))
+/// The host's view of a worker's launch charge on a device (None: the
+/// host never named them).
+pub fn charge_of(worker: &str, uuid: &str) -> Res<Option<u64>> {
+    Ok(limits::host_row_of(worker, uuid)?.map(|r| charge_word(r.charge.load(Acquire))))
 }
 
-/// The sampler's correction: store `gain` (clamped) and mark the worker
-/// measured now (host side: the limits file mapped read-write).
-pub fn set_gain(worker: &str, uuid: &str, gain: u64) -> Res<()> {
+/// The sampler's measurement: store the launch `charge` (clamped) and mark
+/// the worker measured now (host side: the limits file mapped read-write).
+pub fn set_charge(worker: &str, uuid: &str, charge: u64) -> Res<()> {
     let row = limits::host_row_of(worker, uuid)?
         .ok_or_else(|| Error::NotFound(format!("worker {worker:?} on {uuid:?}")))?;
-    row.gain.store(gain.clamp(GAIN_MIN, GAIN_MAX), Release);
+    row.charge
+        .store(charge.clamp(CHARGE_MIN, CHARGE_MAX), Release);
     row.measured_ms.store(freeze::now_ms().max(1), Release);
     Ok(())
 }
 
 /// The sampler's idle period: mark every (worker, device) of `pairs` measured
-/// now, their gains unchanged, in one pass over the limits file.
+/// now, their charges unchanged, in one pass over the limits file.
 pub fn mark_measured(pairs: &std::collections::HashSet<(String, String)>) -> Res<()> {
     if pairs.is_empty() {
         return Ok(());
@@ -143,70 +151,46 @@ pub fn drop_sampler_lease() {
     }
 }
 
-// ---- the controller ------------------------------------------------------------
+// ---- the estimate --------------------------------------------------------------
 
-/// Half the log-error removed per step near the limit.
-pub const ALPHA: f64 = 0.5;
-/// Within this many points of the limit nothing moves.
-pub const DEAD_BAND: f64 = 1.0;
-/// A measurement this high means a saturated device (see [`next_gain`]).
-pub const SATURATED: f64 = 95.0;
-/// Farther than this from the limit (measured more than 1.25× or less
-/// than 1/1.25 of it), a larger step: [`ALPHA_FAR`].
-pub const FAR: f64 = 1.25;
-pub const ALPHA_FAR: f64 = 0.75;
+/// The weight of past launches halves every this many launches counted …
+pub const HALF_LAUNCHES: f64 = 32.0;
+/// … and every this many seconds.
+pub const HALF_SECS: f64 = 2.0;
 
-/// One controller step: the next gain of a worker limited to `percent`
-/// whose measured utilization was `measured` % with gain `gain`; `idle`:
-/// it left most of its tokens unused (not held by its bucket).
+/// The sampler's estimate of a worker's device time per launch on a
+/// device: device time measured over launches counted, both summed over
+/// the sampler's periods, the past weighted down by the launches since
+/// (half every [`HALF_LAUNCHES`]) and by time (half every [`HALF_SECS`]).
 ///
-/// `gain ← gain × r^α`, `r = clamp(limit / measured, 1/4, 4)`: an integral
-/// controller on the logarithm of the rate. α = [`ALPHA`] near the limit
-/// (half the error per step: no ringing though the measurement lags the
-/// gain by part of a period), [`ALPHA_FAR`] far from it (r beyond [`FAR`]
-/// either way), and 1, the whole ratio at once, when the device is
-/// saturated (≥ [`SATURATED`] %, which hides how far over the worker is,
-/// so the ratio understates the step). An idle worker is
-/// never raised (the gain would wind up while it waits on something else).
-/// The gain stays within [`GAIN_MIN`] … [`GAIN_MAX`].
-pub fn next_gain(gain: u64, percent: u64, measured: f64, idle: bool) -> u64 {
-    let target = percent as f64;
-    if (target - measured).abs() < DEAD_BAND {
-        return gain;
-    }
-    let mut r = (target / measured.max(0.1)).clamp(0.25, 4.0);
-    if idle {
-        r = r.min(1.0);
-    }
-    let alpha = if measured >= SATURATED && r < 1.0 {
-        1.0
-    } else if !(1.0 / FAR..=FAR).contains(&r) {
-        ALPHA_FAR
-    } else {
-        ALPHA
-    };
-    ((gain as f64 * r.powf(alpha)).round() as u64).clamp(GAIN_MIN, GAIN_MAX)
+/// Why sums and not a ratio per period: a kernel launched near the end of
+/// a period runs in the next, so one period's ratio is off by up to a
+/// kernel either way, which for kernels as long as the period (graphs of
+/// 100 ms) is all of it. Summed, that error is at most one kernel over all
+/// the launches in the sums; a period with device time but no launch (the
+/// tail of a long kernel) adds its time at full weight. Weighting by
+/// launches, not time, makes a worker that launches 16,000 times a second
+/// follow its last period, and one that launches once a second keep its
+/// last few launches. The time half-life bounds how long a charge measured
+/// too high (a worker whose launches were counted late) holds a worker
+/// that, charged so much, launches too seldom to correct it.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct ChargeEstimate {
+    launches: f64,
+    used_ns: f64,
 }
 
-/// The controller's input: on a saturated device (`device`, the sum of
-/// every process's utilization, at least [`SATURATED`] %), the utilization
-/// the worker would have at its current gain if granted exactly its
-/// refill. `granted` and `refill` are tokens over the measured period.
-/// Granted less than its refill, the worker is held by the device (its own
-/// demand, or its neighbours'), which hides how far over it is; granted
-/// more, it is spending burst credit it saved while the device held it,
-/// which overstates its gain. Either way utilization per token is what the
-/// period shows, and at the gain where this reads the limit the worker
-/// uses at most its limit whatever its neighbours do. Below saturation
-/// (and without a refill figure, the sampler's first period) the
-/// measurement as it is: a worker granted less than its refill on a device
-/// with room is not using its tokens, and scaling it up would read as
-/// demand it does not have.
-pub fn steady_utilization(measured: f64, granted: f64, refill: f64, device: f64) -> f64 {
-    if refill <= 0.0 || granted <= 0.0 || device < SATURATED {
-        return measured;
+impl ChargeEstimate {
+    /// Add one period of `secs`: `launches` (tokens granted over the charge
+    /// then in force) and `used_ns` (device time measured); the charge,
+    /// once launches and device time have both been seen.
+    pub fn add(&mut self, secs: f64, launches: f64, used_ns: f64) -> Option<u64> {
+        let keep = 0.5f64.powf(launches.max(0.0) / HALF_LAUNCHES + secs.max(0.0) / HALF_SECS);
+        self.launches = self.launches * keep + launches.max(0.0);
+        self.used_ns = self.used_ns * keep + used_ns.max(0.0);
+        (self.launches >= 1.0 && self.used_ns > 0.0)
+            .then(|| ((self.used_ns / self.launches).round() as u64).clamp(CHARGE_MIN, CHARGE_MAX))
     }
-    measured * refill / granted
 }
 
 #[cfg(test)]
@@ -214,81 +198,80 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gain_words_clamp() {
-        assert_eq!(gain_word(0), GAIN_ONE);
-        assert_eq!(gain_word(1), GAIN_MIN);
-        assert_eq!(gain_word(u64::MAX), GAIN_MAX);
+    fn charge_words_clamp() {
+        assert_eq!(charge_word(0), LAUNCH_ESTIMATE);
+        assert_eq!(charge_word(1), CHARGE_MIN);
+        assert_eq!(charge_word(u64::MAX), CHARGE_MAX);
+        // The largest charge's token cost at 1 % fits the bucket's u64.
+        assert!(CHARGE_MAX.checked_mul(1600).is_some());
     }
 
     #[test]
-    fn the_controller_moves_toward_the_limit() {
-        // Near the limit: half the log-error (measured 1.2× the limit).
-        assert_eq!(next_gain(GAIN_ONE, 30, 36.0, false), 935);
-        assert_eq!(next_gain(GAIN_ONE, 30, 25.0, false), 1122);
-        assert_eq!(next_gain(GAIN_ONE, 80, 60.0, false), 1271);
-        // Far from it: three quarters of it, the ratio within ×4 or ÷4.
-        assert_eq!(next_gain(GAIN_ONE, 30, 60.0, false), 609);
-        assert_eq!(next_gain(GAIN_ONE, 30, 15.0, false), 1722);
-        assert_eq!(next_gain(GAIN_ONE, 10, 90.0, false), 362);
-        // Unless the bucket idles: never raised then.
-        assert_eq!(next_gain(GAIN_ONE, 30, 15.0, true), GAIN_ONE);
-        // Within the dead band nothing moves; bounds hold.
-        assert_eq!(next_gain(GAIN_ONE, 30, 30.5, false), GAIN_ONE);
-        assert_eq!(next_gain(GAIN_MAX, 30, 0.0, false), GAIN_MAX);
-        assert_eq!(next_gain(GAIN_MIN, 10, 100.0, false), GAIN_MIN);
-        // Saturated: the whole ratio down.
-        assert_eq!(next_gain(GAIN_ONE, 80, 100.0, false), 819);
+    fn the_estimate_is_time_per_launch() {
+        let mut e = ChargeEstimate::default();
+        // Nothing seen, or launches without device time yet: no estimate.
+        assert_eq!(e.add(0.1, 0.0, 0.0), None);
+        assert_eq!(e.add(0.1, 2.0, 0.0), None);
+        // 50 µs kernels, 1,600 a period: the last period is the estimate.
+        let mut e = ChargeEstimate::default();
+        assert_eq!(e.add(0.1, 1600.0, 80e6), Some(50_000));
+        assert_eq!(e.add(0.1, 1000.0, 2e9), Some(2_000_000));
     }
 
     #[test]
-    fn utilization_is_read_at_the_refill() {
-        // Spending saved credit: 100 % of the device on 1.25× the refill.
-        assert_eq!(steady_utilization(100.0, 125.0, 100.0, 100.0), 80.0);
-        // Held by a saturated device: 100 % on half the refill = 200 %.
-        assert_eq!(steady_utilization(100.0, 50.0, 100.0, 100.0), 200.0);
-        // Sharing a saturated device: 30 % on half the refill = 60 %.
-        assert_eq!(steady_utilization(30.0, 50.0, 100.0, 98.0), 60.0);
-        // Below saturation: as measured.
-        assert_eq!(steady_utilization(20.0, 50.0, 100.0, 60.0), 20.0);
-        assert_eq!(steady_utilization(80.0, 125.0, 100.0, 80.0), 80.0);
-        // No figures: as measured.
-        assert_eq!(steady_utilization(100.0, 0.0, 100.0, 100.0), 100.0);
-        assert_eq!(steady_utilization(100.0, 50.0, 0.0, 100.0), 100.0);
-    }
-
-    #[test]
-    fn a_proportional_plant_converges_in_ten_steps() {
-        // Utilization proportional to the gain: 3× the limit at gain 1.
-        let mut g = GAIN_ONE;
-        for _ in 0..10 {
-            let measured = 90.0 * g as f64 / GAIN_ONE as f64;
-            g = next_gain(g, 30, measured, false);
-        }
-        let measured = 90.0 * g as f64 / GAIN_ONE as f64;
-        assert!((measured - 30.0).abs() < 1.5, "{measured}");
-    }
-
-    #[test]
-    fn a_plant_a_period_behind_settles() {
-        // Half of each period's measurement is of the previous gain (the
-        // launchers pick a new one up within 20 ms of 100, and the bucket
-        // carries up to 100 ms of credit or debt over): no ringing.
-        for (limit, scale) in [
-            (10.0, 4.0),
-            (30.0, 2.0),
-            (50.0, 2.0),
-            (80.0, 2.0),
-            (80.0, 0.5),
-        ] {
-            let plant = |g: u64| (limit * scale * g as f64 / GAIN_ONE as f64).min(100.0);
-            let (mut g, mut prev) = (GAIN_ONE, GAIN_ONE);
-            for _ in 0..12 {
-                let measured = 0.5 * plant(g) + 0.5 * plant(prev);
-                prev = g;
-                g = next_gain(g, limit as u64, measured, false);
+    fn a_long_kernel_split_over_periods_is_counted_whole() {
+        // 100 ms graphs launched once a second, each launch at the end of a
+        // period and its kernel in the next: one launch, then its time.
+        let mut e = ChargeEstimate::default();
+        let mut charge = None;
+        for _ in 0..3 {
+            e.add(0.1, 1.0, 2e6);
+            charge = e.add(0.1, 0.0, 98e6);
+            for _ in 0..8 {
+                charge = e.add(0.1, 0.0, 0.0).or(charge);
             }
-            let m = plant(g);
-            assert!((m - limit).abs() < 2.0, "limit {limit}: {m}");
         }
+        // Within 5 %: the kernel's head and tail are weighed a little apart.
+        let c = charge.unwrap();
+        assert!((95_000_000..=105_000_000).contains(&c), "{c}");
+    }
+
+    #[test]
+    fn a_bad_start_washes_out() {
+        // Two launches counted before any of their time (a worker started
+        // at full speed on the estimate), then one 100 ms graph a period.
+        let mut e = ChargeEstimate::default();
+        e.add(0.1, 2.0, 1e6);
+        let mut c = 0;
+        for _ in 0..4 {
+            c = e.add(0.1, 1.0, 100e6).unwrap();
+        }
+        // Within a third after four launches: 14 % at a 10 % limit.
+        assert!((65_000_000..=100_000_000).contains(&c), "{c}");
+    }
+
+    #[test]
+    fn a_changed_workload_is_followed() {
+        let mut e = ChargeEstimate::default();
+        e.add(0.1, 100.0, 100.0 * 2e6);
+        // Kernels now 8 ms: within 10 % after 6 periods of 20 launches.
+        let mut c = 0;
+        for _ in 0..6 {
+            c = e.add(0.1, 20.0, 20.0 * 8e6).unwrap();
+        }
+        assert!(c >= 7_200_000, "{c}");
+    }
+
+    #[test]
+    fn a_charge_too_high_does_not_stick() {
+        // Measured at 1 s a launch by a glitch, then 100 µs kernels launched
+        // once a second (all the charge lets through): back within 2× in 10 s.
+        let mut e = ChargeEstimate::default();
+        e.add(0.1, 1.0, 1e9);
+        let mut c = 0;
+        for _ in 0..10 {
+            c = e.add(1.0, 1.0, 100e3).unwrap();
+        }
+        assert!(c < 200_000_000, "{c}");
     }
 }

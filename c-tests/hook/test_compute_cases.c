@@ -1,0 +1,352 @@
+/* Compute limits across kernel lengths, processes and sample periods, on
+ * the simulated device (c-tests/fakes/timeline.h), the production way:
+ * each case is a node of its own (its own state directory, timeline and
+ * host sampler: this program, as the hypervisor, dlopens libaccelerator
+ * RTLD_NOW|RTLD_GLOBAL, calls AccelInit and sets limits with
+ * SetComputeUnitHardLimit), its workers app_launch processes under
+ * LD_PRELOAD=libcuda_limiter.so, each in a pid namespace of its own. The
+ * cases run side by side (COMPUTE_JOBS at a time, default 3: they mostly
+ * sleep on simulated time), each in a process of its own, then the solo
+ * case (the unlimited worker against no hook), alone.
+ *
+ * Cases, each with the fake NVML sampling every 100 ms and again every 1 s
+ * (FAKE_NVML_SAMPLE_MS; real drivers: 1/6 s to 1 s):
+ * - accuracy: one saturating worker with kernels of 50 µs, 2 ms, 8 ms,
+ *   50 ms, and 100 ms graphs (cuGraphLaunch), at 10, 30, 50 and 80 %;
+ * - fairness: 2, 3 and 8 processes of one worker (2 ms kernels), each
+ *   launching as fast as allowed, unbatched and with a cuCtxSynchronize
+ *   after every 4 launches;
+ * - pair: 20 % of 8 ms kernels beside 60 % of 100 µs kernels.
+ * Utilization is read from the timeline: device time over wall time, in
+ * windows sliding by 0.25 s. A window is as long as 40 kernels, at least
+ * 0.25 s, so that one kernel more or less in it is at most 2.5 points (a
+ * 100 ms graph at 10 % runs once a second: its utilization is only defined
+ * over seconds; 4 s windows for it, 2 s for 50 ms kernels). Converged:
+ * the first window start from which every window is within ±5 points;
+ * asserted ≤ 2 s (100 ms samples) or ≤ 4 s (1 s samples).
+ *
+ * Usage: test_compute_cases LIBACCELERATOR HOOK APP_LAUNCH
+ *        test_compute_cases --case N LIBACCELERATOR HOOK APP_LAUNCH (one case) */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "compute_util.h"
+
+#define UUID0 "GPU-11111111-1111-1111-1111-1111111111a4"
+#define TICK 0.25
+#define MAX_TICKS 64
+#define MAX_APPS 8
+
+enum kind { ACCURACY, FAIRNESS, PAIR, UNLIMITED };
+
+struct kase {
+  enum kind kind;
+  int percent, procs, batch, graph, nvml_ms;
+  const char *kernel_us;
+};
+
+static struct kase cases[64];
+static int ncases;
+
+static void add(struct kase k) {
+  cases[ncases++] = k;
+}
+
+static void table(void) {
+  static const char *const lengths[] = {"50", "2000", "8000", "50000"};
+  static const int ps[] = {10, 30, 50, 80};
+  for (int ms = 100; ms <= 1000; ms += 900) {
+    for (int l = 0; l < 5; l++)
+      for (int p = 0; p < 4; p++)
+        add((struct kase){ACCURACY, ps[p], 1, 0, l == 4, ms, l == 4 ? "100000" : lengths[l]});
+    static const int procs[] = {2, 3, 8}, limits[] = {70, 30, 60};
+    for (int n = 0; n < 3; n++)
+      for (int batch = 0; batch <= 4; batch += 4)
+        add((struct kase){FAIRNESS, limits[n], procs[n], batch, 0, ms, "2000"});
+    add((struct kase){PAIR, 20, 2, 0, 0, ms, "8000"});
+  }
+  add((struct kase){UNLIMITED, 0, 1, 0, 0, 100, "20"});
+}
+
+static int (*set_compute)(const char *, const char *, uint32_t);
+static void *acc;
+
+/* Device time of each app at each tick from now (ns), `ticks` + 1 readings. */
+static void record(const struct app *apps, int n, int ticks,
+                   unsigned long long b[][MAX_TICKS + 1]) {
+  unsigned long long t0 = tl_now();
+  for (int k = 0; k <= ticks; k++) {
+    unsigned long long at = t0 + (unsigned long long)(k * TICK * 1e9), now = tl_now();
+    if (at > now)
+      nap((double)(at - now) / 1e9);
+    for (int i = 0; i < n; i++)
+      b[i][k] = busy(apps[i].host);
+  }
+}
+
+/* Utilization (%) of `b` from tick `from` over `w` ticks. */
+static double util(const unsigned long long *b, int from, int w) {
+  return 100.0 * (double)(b[from + w] - b[from]) / (w * TICK * 1e9);
+}
+
+/* The first window start (s) from which every window of `w` ticks up to
+ * `ticks` is within ±5 of `p`; -1: none. */
+static double converged(const unsigned long long *b, int ticks, int w, double p) {
+  double conv = -1;
+  for (int k = 0; k + w <= ticks; k++) {
+    double u = util(b, k, w);
+    if (fabs(u - p) > 5)
+      conv = -1;
+    else if (conv < 0)
+      conv = k * TICK;
+  }
+  return conv;
+}
+
+/* Window in ticks for kernels of `kernel_ns`: 40 kernels, at least a tick. */
+static int window(double kernel_ns) {
+  int w = (int)ceil(40.0 * kernel_ns / 1e9 / TICK - 1e-9);
+  return w < 1 ? 1 : w;
+}
+
+/* app_launch spinning for `secs`; the longest gap between its launches
+ * after `from` s goes to `out`. */
+static struct app start(const char *worker, const char *kernel_us, double secs, int batch,
+                        int graph, int out, double from) {
+  char s[32], b[16], f[32];
+  snprintf(s, sizeof s, "%.2f", secs);
+  snprintf(b, sizeof b, "%d", batch);
+  snprintf(f, sizeof f, "%.2f", from);
+  char *const argv[] = {(char *)app, "spin", s, b, graph ? "graph" : "kernel", f, NULL};
+  return spawn_argv(worker, kernel_us, -1, out, -1, argv);
+}
+
+/* The longest gap between two launches an app reported ("N GAP_MS"). */
+static double gap_of(int fd) {
+  char line[64] = {0};
+  ssize_t n = read(fd, line, sizeof line - 1);
+  close(fd);
+  double gap = -1;
+  unsigned long long launches;
+  if (n <= 0 || sscanf(line, "%llu %lf", &launches, &gap) != 2)
+    return -1;
+  return gap;
+}
+
+static void run_case(int id, const struct kase *k) {
+  char w[MAX_APPS][32], tag[96];
+  double conv_max = k->nvml_ms >= 1000 ? 4.0 : 2.0;
+  double kernel_ns = atof(k->kernel_us) * 1e3;
+  snprintf(tag, sizeof tag, "case %2d, samples every %4d ms:", id, k->nvml_ms);
+  if (k->kind == ACCURACY) {
+    snprintf(w[0], sizeof w[0], "acc%d", id);
+    CHECK(set_compute(w[0], UUID0, (uint32_t)k->percent) == 0, "limit");
+    int win = window(kernel_ns), ticks = (int)(conv_max / TICK) + (win > 6 ? win : 6);
+    double secs = ticks * TICK;
+    struct app a = start(w[0], k->kernel_us, secs + 0.5, 0, k->graph, -1, 0);
+    static unsigned long long b[1][MAX_TICKS + 1];
+    record(&a, 1, ticks, b);
+    int from = (int)(conv_max / TICK);
+    double conv = converged(b[0], ticks, win, k->percent);
+    double u = util(b[0], from, ticks - from);
+    printf("%s %s of %6.2f ms at %2d%%: %5.1f%% (%+5.1f) over %.2f s; converged in %.2f s "
+           "(windows of %.2f s)\n",
+           tag, k->graph ? "graphs " : "kernels", kernel_ns / 1e6, k->percent, u, u - k->percent,
+           secs - conv_max, conv, win * TICK);
+    CHECK(conv >= 0 && conv <= conv_max, "%s converged within %.0f s (%.2f)", tag, conv_max, conv);
+    CHECK(fabs(u - k->percent) <= 5, "%s %.1f%% within ±5 of %d", tag, u, k->percent);
+    CHECK(wait_status(a.harness) == 0, "%s app", tag);
+  } else if (k->kind == FAIRNESS) {
+    snprintf(w[0], sizeof w[0], "fair%d", id);
+    CHECK(set_compute(w[0], UUID0, (uint32_t)k->percent) == 0, "limit");
+    int ticks = (int)(conv_max / TICK) + 8, from = (int)(conv_max / TICK);
+    struct app a[MAX_APPS];
+    int out[MAX_APPS][2];
+    for (int i = 0; i < k->procs; i++) {
+      CHECK(pipe(out[i]) == 0, "pipe");
+      a[i] = start(w[0], k->kernel_us, ticks * TICK + 0.5, k->batch, 0, out[i][1], conv_max);
+      close(out[i][1]);
+    }
+    static unsigned long long b[MAX_APPS][MAX_TICKS + 1];
+    record(a, k->procs, ticks, b);
+    /* Every 1 s window after convergence: the spread between processes. */
+    double spread = 0, lo = 100, hi = 0, total = 0, gap = 0;
+    for (int t = from; t + 4 <= ticks; t++) {
+      double mn = 100, mx = 0;
+      for (int i = 0; i < k->procs; i++) {
+        double u = util(b[i], t, 4);
+        mn = u < mn ? u : mn;
+        mx = u > mx ? u : mx;
+      }
+      spread = mx - mn > spread ? mx - mn : spread;
+    }
+    for (int i = 0; i < k->procs; i++) {
+      double u = util(b[i], from, ticks - from);
+      total += u;
+      lo = u < lo ? u : lo;
+      hi = u > hi ? u : hi;
+      double g = gap_of(out[i][0]);
+      gap = g > gap ? g : gap;
+      CHECK(wait_status(a[i].harness) == 0, "%s app %d", tag, i);
+    }
+    printf("%s %d processes of one worker at %d%% (%s): %5.1f%% in all, each %.1f-%.1f%%, "
+           "largest spread in a 1 s window %.1f points, longest wait %.1f ms\n",
+           tag, k->procs, k->percent, k->batch ? "synchronize every 4 launches" : "unbatched",
+           total, lo, hi, spread, gap);
+    CHECK(fabs(total - k->percent) <= 5, "%s the worker's total %.1f%%", tag, total);
+    CHECK(spread <= 5, "%s shares within ±5 points of each other (%.1f)", tag, spread);
+    /* Once converged, 2 refill periods: twice the bucket's 100 ms window. */
+    CHECK(gap >= 0 && gap <= 200, "%s no process waits more than 200 ms (%.1f)", tag, gap);
+  } else if (k->kind == PAIR) {
+    snprintf(w[0], sizeof w[0], "pair%d-20", id);
+    snprintf(w[1], sizeof w[1], "pair%d-60", id);
+    CHECK(set_compute(w[0], UUID0, 20) == 0 && set_compute(w[1], UUID0, 60) == 0, "limits");
+    int win = window(kernel_ns), ticks = (int)(conv_max / TICK) + 6;
+    int from = (int)(conv_max / TICK);
+    struct app a[2] = {start(w[0], k->kernel_us, ticks * TICK + 0.5, 0, 0, -1, 0),
+                       start(w[1], "100", ticks * TICK + 0.5, 0, 0, -1, 0)};
+    static unsigned long long b[2][MAX_TICKS + 1];
+    record(a, 2, ticks, b);
+    const int ps[] = {20, 60};
+    for (int i = 0; i < 2; i++) {
+      double conv = converged(b[i], ticks, win, ps[i]), u = util(b[i], from, ticks - from);
+      printf("%s two workers: %d%% of %s kernels: %5.1f%% (%+5.1f); converged in %.2f s\n", tag,
+             ps[i], i ? "0.1 ms" : "8 ms", u, u - ps[i], conv);
+      CHECK(conv >= 0 && conv <= conv_max, "%s converged (%.2f)", tag, conv);
+      CHECK(fabs(u - ps[i]) <= 5, "%s %.1f%% within ±5 of %d", tag, u, ps[i]);
+      CHECK(wait_status(a[i].harness) == 0, "%s app", tag);
+    }
+  } else {
+    /* A worker without a compute limit (its books exist: it has a memory
+     * limit) against the same program without the hook, alone on the
+     * device in turns, twice each: the device time each got. */
+    int (*set_mem)(const char *, const char *, uint64_t) =
+        (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit");
+    snprintf(w[0], sizeof w[0], "free%d", id);
+    CHECK(set_mem && set_mem(w[0], UUID0, 1ULL << 30) == 0, "memory limit");
+    double got[2] = {0, 0};
+    for (int round = 0; round < 4; round++) {
+      int hooked = round % 2 == 0;
+      struct app a = start(hooked ? w[0] : NULL, k->kernel_us, 2.0, 0, 0, -1, 0);
+      nap(0.25);
+      static unsigned long long b[1][MAX_TICKS + 1];
+      record(&a, 1, 6, b);
+      got[hooked] += util(b[0], 0, 6);
+      CHECK(wait_status(a.harness) == 0, "%s app", tag);
+    }
+    double ratio = got[1] / got[0];
+    printf("%s an unlimited worker (20 us kernels): hooked %.2f%%, not hooked %.2f%% of the "
+           "device: ratio %.4f\n",
+           tag, got[1] / 2, got[0] / 2, ratio);
+    CHECK(ratio >= 0.99, "%s the unlimited worker within 1 %% of no hook (%.4f)", tag, ratio);
+  }
+}
+
+/* One case in this process: its own node (state directory, timeline). */
+static int case_main(int id, const char *lib) {
+  acc = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+  int (*init)(void) = acc ? (int (*)(void))dlsym(acc, "AccelInit") : NULL;
+  set_compute =
+      acc ? (int (*)(const char *, const char *, uint32_t))dlsym(acc, "SetComputeUnitHardLimit")
+          : NULL;
+  tl = tl_map();
+  if (!init || !set_compute || !tl || init() != 0) {
+    printf("case %d: setup failed\n", id);
+    return 2;
+  }
+  run_case(id, &cases[id]);
+  return test_summary() ? 1 : 0;
+}
+
+/* A case's process: its own state directory and timeline; its output in
+ * `out` (read when it ends). */
+static pid_t launch_case(int id, const char *self, char **argv, int out) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid != 0)
+    return pid;
+  char dir[2048], tlp[4096], ms[16], n[16];
+  snprintf(dir, sizeof dir, "%s/cases", getenv("ACCELERATOR_STATE_DIR"));
+  mkdir(dir, 0700);
+  snprintf(dir, sizeof dir, "%s/cases/%d", getenv("ACCELERATOR_STATE_DIR"), id);
+  mkdir(dir, 0700);
+  snprintf(tlp, sizeof tlp, "%s/timeline", dir);
+  unlink(tlp);
+  snprintf(ms, sizeof ms, "%d", cases[id].nvml_ms);
+  snprintf(n, sizeof n, "%d", id);
+  setenv("ACCELERATOR_STATE_DIR", dir, 1);
+  setenv("FAKE_GPU_TIMELINE", tlp, 1);
+  setenv("FAKE_NVML_SAMPLE_MS", ms, 1);
+  /* A driver's queue holds 1,024 launches: 20 ms here (at most 256 of a
+   * process), so that a simulated app on a loaded 2-core runner need not
+   * wake every 2 ms to keep its device busy. */
+  setenv("FAKE_QUEUE_US", "20000", 1);
+  /* A synchronize waits for the process's kernels. */
+  setenv("FAKE_SYNC_WAITS", "1", 1);
+  if (cases[id].graph)
+    setenv("FAKE_GRAPH_US", cases[id].kernel_us, 1);
+  dup2(out, 1);
+  /* A case that has not ended in 60 s has hung: it fails (its apps end
+   * themselves 30 s past their time). */
+  alarm(60);
+  execl(self, self, "--case", n, argv[1], argv[2], argv[3], (char *)NULL);
+  _exit(127);
+}
+
+int main(int argc, char **argv) {
+  table();
+  if (argc == 6 && strcmp(argv[1], "--case") == 0) {
+    hook = argv[4];
+    app = argv[5];
+    int id = atoi(argv[2]);
+    return id >= 0 && id < ncases ? case_main(id, argv[3]) : 2;
+  }
+  if (argc != 4 || !getenv("ACCELERATOR_STATE_DIR")) {
+    fprintf(stderr, "usage: %s LIBACCELERATOR HOOK APP_LAUNCH (ACCELERATOR_STATE_DIR set)\n",
+            argv[0]);
+    return 2;
+  }
+  static char self[4096];
+  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0)
+    return 2;
+  const char *j = getenv("COMPUTE_JOBS");
+  int jobs = j && atoi(j) > 0 ? atoi(j) : 3;
+  pid_t pids[64];
+  int outs[64], running = 0, next = 0, failed = 0;
+  unsigned long long t0 = tl_now();
+  while (next < ncases || running) {
+    /* The unlimited case runs alone, after the others. */
+    int solo = next < ncases && cases[next].kind == UNLIMITED;
+    while (next < ncases && running < jobs && !(solo && running)) {
+      char path[] = "/tmp/test_compute_case.XXXXXX";
+      outs[next] = mkstemp(path);
+      unlink(path);
+      pids[next] = launch_case(next, self, argv, outs[next]);
+      next++, running++;
+      if (solo)
+        break;
+      solo = next < ncases && cases[next].kind == UNLIMITED;
+    }
+    int st;
+    pid_t done = wait(&st);
+    if (done < 0)
+      break;
+    for (int i = 0; i < next; i++) {
+      if (pids[i] != done)
+        continue;
+      running--;
+      char text[8192] = {0};
+      ssize_t n = pread(outs[i], text, sizeof text - 1, 0);
+      close(outs[i]);
+      int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      failed += !ok;
+      printf("%s%s", n > 0 ? text : "", ok ? "" : "  ^ FAILED\n");
+      fflush(stdout);
+    }
+  }
+  printf("compute cases: %d run, %d failed, %.1f s\n", ncases, failed,
+         (double)(tl_now() - t0) / 1e9);
+  return failed ? 1 : 0;
+}
