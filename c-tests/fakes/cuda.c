@@ -35,6 +35,7 @@ typedef struct {
 #define MAXP 64
 static struct { int pid, state; } table[MAXP];
 static int initialised;
+static void count(const char *fn); /* and trace (FAKE_CUDA_TRACE, trace.h) */
 
 static int failing(const char *fn) {
   const char *f = getenv("FAKE_CUDA_FAIL");
@@ -72,6 +73,7 @@ static int *state_of(int pid) {
 }
 
 CUresult cuInit(unsigned flags) {
+  count(__func__);
   if (failing(__func__) || flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
   initialised = 1;
@@ -191,6 +193,8 @@ int fake_cuda_state(int pid) {
 #include <stdint.h>
 #include <stdio.h>
 
+#include "trace.h"
+
 enum {
   CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NO_DEVICE = 100,
@@ -269,9 +273,10 @@ static struct {
 static int nblk;
 
 /* Call counters by entry point name. */
-#define MAXCOUNT 64
+#define MAXCOUNT 128
 static struct { const char *name; unsigned long long n; } counts[MAXCOUNT];
 static void count(const char *fn) {
+  fake_trace("FAKE_CUDA_TRACE", fn);
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAXCOUNT; i++)
     if (!counts[i].name || strcmp(counts[i].name, fn) == 0) {
@@ -402,6 +407,7 @@ static int ndev(void) {
   return n && *n && strcmp(n, "0") != 0 ? 0 : NDEV;
 }
 CUresult cuDeviceGetCount(int *n) {
+  count(__func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!n)
@@ -420,6 +426,7 @@ static CUresult device_call(const void *out, CUdevice d) {
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  count(__func__);
   if (initialised && ndev() == 0)
     return CUDA_ERROR_NO_DEVICE;
   CUresult r = device_call(d, ordinal);
@@ -436,6 +443,7 @@ static CUresult get_uuid(CUuuid *u, CUdevice d) {
 CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+  count(__func__);
   CUresult r = device_call(bytes, d);
   if (r == CUDA_SUCCESS)
     *bytes = dev_total[d];
@@ -443,6 +451,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
 }
 /* Only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (16). */
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+  count(__func__);
   CUresult r = device_call(v, d);
   if (r == CUDA_SUCCESS && attr != 16)
     r = CUDA_ERROR_INVALID_VALUE;
@@ -474,6 +483,11 @@ CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d) {
   (void)flags;
   return ctx_create(c, d);
 }
+CUresult cuCtxCreate(CUcontext *c, unsigned flags, CUdevice d) { /* v1, before 3.2 */
+  count(__func__);
+  (void)flags;
+  return ctx_create(c, d);
+}
 CUresult cuCtxCreate_v3(CUcontext *c, void *params, int n, unsigned flags, CUdevice d) {
   count(__func__);
   (void)flags;
@@ -499,6 +513,9 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
     current = NULL;
   free(c);
   return CUDA_SUCCESS;
+}
+CUresult cuCtxDestroy(CUcontext c) { /* v1, before 4.0 */
+  return cuCtxDestroy_v2(c);
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   count(__func__);
@@ -533,13 +550,18 @@ static CUresult primary_end(CUdevice d, int all) {
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { count(__func__); return primary_end(d, 0); }
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { count(__func__); return primary_end(d, 1); }
+/* The v1 functions (what the CUDA runtime asks for at 7000, through 13.x). */
+CUresult cuDevicePrimaryCtxRelease(CUdevice d) { count(__func__); return primary_end(d, 0); }
+CUresult cuDevicePrimaryCtxReset(CUdevice d) { count(__func__); return primary_end(d, 1); }
 CUresult cuCtxSetCurrent(CUcontext c) {
+  count(__func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   current = c;
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetCurrent(CUcontext *c) {
+  count(__func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!c)
@@ -548,6 +570,7 @@ CUresult cuCtxGetCurrent(CUcontext *c) {
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetDevice(CUdevice *d) {
+  count(__func__);
   int dev;
   if (!d)
     return CUDA_ERROR_INVALID_VALUE;
@@ -557,6 +580,7 @@ CUresult cuCtxGetDevice(CUdevice *d) {
   return r;
 }
 CUresult cuCtxSynchronize(void) {
+  count(__func__);
   int dev;
   return current_dev(&dev);
 }
@@ -565,6 +589,7 @@ CUresult cuCtxSynchronize(void) {
 static struct CUmod_st modules[NDEV];
 static struct CUfunc_st functions[NDEV];
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  count(__func__);
   int dev;
   if (!m || !image || !strstr((const char *)image, ".entry"))
     return CUDA_ERROR_INVALID_VALUE;
@@ -576,6 +601,7 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   return r;
 }
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  count(__func__);
   if (!f || !name)
     return CUDA_ERROR_INVALID_VALUE;
   if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules)
@@ -758,6 +784,19 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, u
     *pitch = pt;
   return r;
 }
+/* The 32-bit v1 ABI. */
+CUresult cuMemAllocPitch(unsigned *p, unsigned *pitch, unsigned w, unsigned h, unsigned elem) {
+  CUdeviceptr q;
+  size_t pt;
+  if (!p || !pitch)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = cuMemAllocPitch_v2(&q, &pt, w, h, elem);
+  if (r == CUDA_SUCCESS) {
+    *p = (unsigned)q;
+    *pitch = (unsigned)pt;
+  }
+  return r;
+}
 CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
                      unsigned long long flags) {
   count(__func__);
@@ -807,6 +846,20 @@ CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d) {
   return alloc_array(__func__, a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1,
                      K_ARRAY);
 }
+/* The v1 array creations: descriptors of 32-bit sizes. */
+typedef struct { unsigned Width, Height, Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct { unsigned Width, Height, Depth, Format, NumChannels, Flags; } CUDA_ARRAY3D_DESCRIPTOR_v1;
+CUresult cuArrayCreate(CUarray *a, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {
+  if (!d)
+    return CUDA_ERROR_INVALID_VALUE;
+  return alloc_array(__func__, a, d->Width, d->Height, 0, d->Format, d->NumChannels, 1, K_ARRAY);
+}
+CUresult cuArray3DCreate(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d) {
+  if (!d)
+    return CUDA_ERROR_INVALID_VALUE;
+  return alloc_array(__func__, a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1,
+                     K_ARRAY);
+}
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                 unsigned levels) {
   if (!d)
@@ -829,6 +882,7 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
   return give((uintptr_t)a, K_MIPMAP);
 }
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+  count(__func__);
   int dev;
   if (!free_ || !total)
     return CUDA_ERROR_INVALID_VALUE;
@@ -875,7 +929,18 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return copy(src, dst, n, 0); }
 
 /* The 32-bit v1 ABI. */
+CUresult cuDeviceTotalMem(unsigned *bytes, CUdevice d) {
+  size_t t;
+  count(__func__);
+  if (!bytes)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = cuDeviceTotalMem_v2(&t, d);
+  if (r == CUDA_SUCCESS)
+    *bytes = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
+  return r;
+}
 CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
+  count(__func__);
   size_t f, t;
   if (!free_ || !total)
     return CUDA_ERROR_INVALID_VALUE;
@@ -902,23 +967,29 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetCount", (void *)cuDeviceGetCount, 2000, 0},
     {"cuDeviceGetUuid", (void *)cuDeviceGetUuid, 9020, 0},
     {"cuDeviceGetUuid", (void *)cuDeviceGetUuid_v2, 11040, 0},
+    {"cuDeviceTotalMem", (void *)cuDeviceTotalMem, 2000, 0},
     {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2, 3020, 0},
     {"cuDeviceGetAttribute", (void *)cuDeviceGetAttribute, 2000, 0},
+    {"cuCtxCreate", (void *)cuCtxCreate, 2000, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v2, 3020, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v3, 11040, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v4, 13000, 0},
+    {"cuCtxDestroy", (void *)cuCtxDestroy, 2000, 0},
     {"cuCtxDestroy", (void *)cuCtxDestroy_v2, 4000, 0},
     {"cuCtxSetCurrent", (void *)cuCtxSetCurrent, 4000, 0},
     {"cuCtxGetCurrent", (void *)cuCtxGetCurrent, 4000, 0},
     {"cuCtxGetDevice", (void *)cuCtxGetDevice, 2000, 0},
     {"cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain, 7000, 0},
+    {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease, 7000, 0},
     {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2, 11000, 0},
+    {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset, 7000, 0},
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2, 11000, 0},
     {"cuCtxSynchronize", (void *)cuCtxSynchronize, 2000, 0},
     {"cuModuleLoadData", (void *)cuModuleLoadData, 2000, 0},
     {"cuModuleGetFunction", (void *)cuModuleGetFunction, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
+    {"cuMemAllocPitch", (void *)cuMemAllocPitch, 2000, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch_v2, 3020, 0},
     {"cuMemAllocManaged", (void *)cuMemAllocManaged, 6000, 0},
     {"cuMemAllocAsync", (void *)cuMemAllocAsync, 11020, 0},
@@ -932,7 +1003,9 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, 11020, 0},
     {"cuDeviceSetMemPool", (void *)cuDeviceSetMemPool, 11020, 0},
     {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
+    {"cuArrayCreate", (void *)cuArrayCreate, 2000, 0},
     {"cuArrayCreate", (void *)cuArrayCreate_v2, 3020, 0},
+    {"cuArray3DCreate", (void *)cuArray3DCreate, 2000, 0},
     {"cuArray3DCreate", (void *)cuArray3DCreate_v2, 3020, 0},
     {"cuArrayDestroy", (void *)cuArrayDestroy, 2000, 0},
     {"cuMipmappedArrayCreate", (void *)cuMipmappedArrayCreate, 5000, 0},

@@ -22,6 +22,9 @@
  *                      a destroyed context's live allocations are no longer
  *                      charged; primary contexts retained/released/reset
  *   pools L            a pool's allocations are charged to the pool's device
+ *   plain L            every kind of call once, asserting only the driver's
+ *                      success (the inert test compares the driver's and
+ *                      NVML's traces of it with the hook and without)
  */
 #ifndef HOOK_APP_H
 #define HOOK_APP_H
@@ -645,6 +648,51 @@ static void scenario_pools(unsigned long long L) {
   EXPECT(A.CtxDestroy(c0), CUDA_SUCCESS);
 }
 
+/* Every kind of call the hook wraps, once each, NVML's memory info too. */
+static void scenario_plain(void) {
+  typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+  CUcontext c, p;
+  CUdeviceptr d, q;
+  CUarray arr;
+  CUmemoryPool pool;
+  size_t f, t, pitch;
+  CUDA_ARRAY_DESCRIPTOR ad = {64, 0, CU_AD_FORMAT_FLOAT, 1};
+  EXPECT(A.CtxCreate(&c, 0, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAlloc(&d, MIB), CUDA_SUCCESS);
+  EXPECT(A.MemGetInfo(&f, &t), CUDA_SUCCESS);
+  EXPECT(A.DeviceTotalMem(&t, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAllocPitch(&q, &pitch, 100, 10, 4), CUDA_SUCCESS);
+  EXPECT(A.MemFree(q), CUDA_SUCCESS);
+  EXPECT(A.MemAllocManaged(&q, MIB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  EXPECT(A.MemFree(q), CUDA_SUCCESS);
+  EXPECT(A.ArrayCreate(&arr, &ad), CUDA_SUCCESS);
+  EXPECT(A.ArrayDestroy(arr), CUDA_SUCCESS);
+  EXPECT(A.MemAllocAsync(&q, MIB, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
+  EXPECT(A.DeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&q, MIB, pool, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFree(d), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  EXPECT(A.CtxDestroy(c), CUDA_SUCCESS);
+  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  CHECK(nv != NULL, "dlopen libnvidia-ml.so.1: %s", dlerror());
+  if (!nv)
+    return;
+  int (*init)(void) = (int (*)(void))dlsym(nv, "nvmlInit_v2");
+  int (*by_index)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(
+      nv, "nvmlDeviceGetHandleByIndex_v2");
+  int (*info)(void *, nvmlMemory_t *) = (int (*)(void *, nvmlMemory_t *))dlsym(
+      nv, "nvmlDeviceGetMemoryInfo");
+  void *dev;
+  nvmlMemory_t m;
+  CHECK(init && by_index && info && init() == 0 && by_index(1, &dev) == 0 && info(dev, &m) == 0,
+        "the fake NVML's memory info");
+}
+
 static int app_main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s SCENARIO LIMIT [ARGS]\n", argv[0]);
@@ -679,6 +727,8 @@ static int app_main(int argc, char **argv) {
     scenario_lifecycle(L, strtoull(argv[3], NULL, 0));
   else if (strcmp(s, "pools") == 0)
     scenario_pools(L);
+  else if (strcmp(s, "plain") == 0)
+    scenario_plain();
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;
