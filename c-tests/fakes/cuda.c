@@ -305,21 +305,28 @@ int fake_cuda_mem(int dev, unsigned long long *used, unsigned long long *allocs)
   return CUDA_SUCCESS;
 }
 
-unsigned long long fake_cuda_used_on(const char *uuid) {
-  unsigned long long n = 0;
+/* The devices' UUIDs in NVML's text form, written once (the fake NVML asks
+ * on every memory query: it must stay cheap for the benchmarks). */
+static char uuid_text[NDEV][48];
+static pthread_once_t uuid_once = PTHREAD_ONCE_INIT;
+static void write_uuid_texts(void) {
   for (int d = 0; d < NDEV; d++) {
-    char text[48];
     const unsigned char *b = dev_uuid[d].bytes;
-    snprintf(text, sizeof text,
+    snprintf(uuid_text[d], sizeof uuid_text[d],
              "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
              b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
              b[15]);
-    if (uuid && strcmp(uuid, text) == 0) {
+  }
+}
+unsigned long long fake_cuda_used_on(const char *uuid) {
+  unsigned long long n = 0;
+  pthread_once(&uuid_once, write_uuid_texts);
+  for (int d = 0; d < NDEV; d++)
+    if (uuid && strcmp(uuid, uuid_text[d]) == 0) {
       pthread_mutex_lock(&mu);
       n = dev_used[d];
       pthread_mutex_unlock(&mu);
     }
-  }
   return n;
 }
 

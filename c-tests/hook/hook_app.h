@@ -22,6 +22,10 @@
  *                      a destroyed context's live allocations are no longer
  *                      charged; primary contexts retained/released/reset
  *   pools L            a pool's allocations are charged to the pool's device
+ *   views L            1000 rounds of cuMemGetInfo_v2, cuDeviceTotalMem_v2 and
+ *                      nvmlDeviceGetMemoryInfo between two marker writes
+ *                      (write(-1, "views-begin"/"views-end")): the test
+ *                      counts the system calls between them under strace
  *   plain L            every kind of call once, asserting only the driver's
  *                      success (the inert test compares the driver's and
  *                      NVML's traces of it with the hook and without)
@@ -648,6 +652,43 @@ static void scenario_pools(unsigned long long L) {
   EXPECT(A.CtxDestroy(c0), CUDA_SUCCESS);
 }
 
+/* The view, 1000 times each way, between two markers for strace. */
+static void scenario_views(unsigned long long L) {
+  typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+  context(0);
+  CUdeviceptr p;
+  EXPECT(A.MemAlloc(&p, L / 4), CUDA_SUCCESS);
+  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  int (*init)(void) = nv ? (int (*)(void))dlsym(nv, "nvmlInit_v2") : NULL;
+  int (*by_index)(unsigned, void **) =
+      nv ? (int (*)(unsigned, void **))dlsym(nv, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+  int (*info)(void *, nvmlMemory_t *) =
+      nv ? (int (*)(void *, nvmlMemory_t *))dlsym(nv, "nvmlDeviceGetMemoryInfo") : NULL;
+  void *a40;
+  nvmlMemory_t m;
+  size_t f = 0, t = 0, total = 0;
+  CHECK(init && by_index && info && init() == 0 && by_index(1, &a40) == 0 &&
+            info(a40, &m) == 0 && A.MemGetInfo(&f, &t) == 0 && A.DeviceTotalMem(&total, 0) == 0,
+        "the first view (device names learned)");
+  if (write(-1, "views-begin", 11) != -1)
+    return;
+  /* The context's reservation (FAKE_CUDA_CTX_RESERVE) and L/4 are charged. */
+  const size_t f0 = f;
+  int bad = f0 > L - L / 4;
+  for (int i = 0; i < 1000; i++) {
+    bad += A.MemGetInfo(&f, &t) != CUDA_SUCCESS || f != f0 || t != L;
+    bad += A.DeviceTotalMem(&total, 0) != CUDA_SUCCESS || total != L;
+    bad += info(a40, &m) != 0 || m.total != L || m.free != f0;
+  }
+  if (write(-1, "views-end", 9) != -1)
+    return;
+  CHECK(bad == 0,
+        "1000 rounds of views show the partition (%d wrong; last: free %zu total %zu, "
+        "device total %zu, NVML total %llu free %llu)",
+        bad, f, t, total, m.total, m.free);
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+}
+
 /* Every kind of call the hook wraps, once each, NVML's memory info too. */
 static void scenario_plain(void) {
   typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
@@ -727,6 +768,8 @@ static int app_main(int argc, char **argv) {
     scenario_lifecycle(L, strtoull(argv[3], NULL, 0));
   else if (strcmp(s, "pools") == 0)
     scenario_pools(L);
+  else if (strcmp(s, "views") == 0)
+    scenario_views(L);
   else if (strcmp(s, "plain") == 0)
     scenario_plain();
   else {

@@ -1244,13 +1244,14 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -
 // ---- the virtualized view -------------------------------------------------------------
 //
 // Inert (no worker): the driver's answer and nothing else, no call the
-// program did not make. Under a worker: the device named once (then
-// cached), the worker's usage read from its books (`shm::own_usage_on`).
+// program did not make; so with the limiter's state unusable. Under a
+// worker: the device named once (then cached), the worker's usage read from
+// its books (`shm::own_usage_on`).
 
 /// The partition (free, total) of the current context's device, given the
 /// driver's free memory; None: report the driver's figures.
 fn current_partition(driver_free: u64) -> Option<(u64, u64)> {
-    if !limits::active() {
+    if !limits::active() || limits::broken() {
         return None;
     }
     boundary(None, || {
@@ -1261,7 +1262,7 @@ fn current_partition(driver_free: u64) -> Option<(u64, u64)> {
 
 /// The partition of device `dev` (its total), given the driver's total.
 fn device_partition(dev: CUdevice, driver_total: u64) -> Option<(u64, u64)> {
-    if !limits::active() {
+    if !limits::active() || limits::broken() {
         return None;
     }
     boundary(None, || {
@@ -1354,7 +1355,7 @@ unsafe fn nvml_memory<M>(
         return NVML_ERROR_UNINITIALIZED;
     };
     let r = real(device, out);
-    if r == NVML_SUCCESS && !out.is_null() && limits::active() {
+    if r == NVML_SUCCESS && !out.is_null() && limits::active() && !limits::broken() {
         let m = &mut *out;
         let view = boundary(None, || {
             // SAFETY: the handle the program passed, which NVML just accepted.
