@@ -35,7 +35,9 @@ typedef struct {
 #define MAXP 64
 static struct { int pid, state; } table[MAXP];
 static int initialised;
-static void count(const char *fn); /* and trace (FAKE_CUDA_TRACE, trace.h) */
+/* Counted and traced (FAKE_CUDA_TRACE, trace.h); queries are only traced
+ * (no lock: they stay as cheap as a driver's for the benchmarks). */
+static void count(const char *fn);
 
 static int failing(const char *fn) {
   const char *f = getenv("FAKE_CUDA_FAIL");
@@ -414,7 +416,7 @@ static int ndev(void) {
   return n && *n && strcmp(n, "0") != 0 ? 0 : NDEV;
 }
 CUresult cuDeviceGetCount(int *n) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!n)
@@ -433,7 +435,7 @@ static CUresult device_call(const void *out, CUdevice d) {
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (initialised && ndev() == 0)
     return CUDA_ERROR_NO_DEVICE;
   CUresult r = device_call(d, ordinal);
@@ -450,7 +452,7 @@ static CUresult get_uuid(CUuuid *u, CUdevice d) {
 CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   CUresult r = device_call(bytes, d);
   if (r == CUDA_SUCCESS)
     *bytes = dev_total[d];
@@ -458,7 +460,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
 }
 /* Only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (16). */
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   CUresult r = device_call(v, d);
   if (r == CUDA_SUCCESS && attr != 16)
     r = CUDA_ERROR_INVALID_VALUE;
@@ -561,14 +563,14 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { count(__func__); return primar
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) { count(__func__); return primary_end(d, 0); }
 CUresult cuDevicePrimaryCtxReset(CUdevice d) { count(__func__); return primary_end(d, 1); }
 CUresult cuCtxSetCurrent(CUcontext c) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   current = c;
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetCurrent(CUcontext *c) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!c)
@@ -577,7 +579,7 @@ CUresult cuCtxGetCurrent(CUcontext *c) {
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetDevice(CUdevice *d) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   if (!d)
     return CUDA_ERROR_INVALID_VALUE;
@@ -587,7 +589,7 @@ CUresult cuCtxGetDevice(CUdevice *d) {
   return r;
 }
 CUresult cuCtxSynchronize(void) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   return current_dev(&dev);
 }
@@ -596,7 +598,7 @@ CUresult cuCtxSynchronize(void) {
 static struct CUmod_st modules[NDEV];
 static struct CUfunc_st functions[NDEV];
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   if (!m || !image || !strstr((const char *)image, ".entry"))
     return CUDA_ERROR_INVALID_VALUE;
@@ -608,7 +610,7 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   return r;
 }
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!f || !name)
     return CUDA_ERROR_INVALID_VALUE;
   if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules)
@@ -889,7 +891,7 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
   return give((uintptr_t)a, K_MIPMAP);
 }
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   if (!free_ || !total)
     return CUDA_ERROR_INVALID_VALUE;
@@ -947,7 +949,7 @@ CUresult cuDeviceTotalMem(unsigned *bytes, CUdevice d) {
   return r;
 }
 CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
-  count(__func__);
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   size_t f, t;
   if (!free_ || !total)
     return CUDA_ERROR_INVALID_VALUE;

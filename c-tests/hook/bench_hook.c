@@ -1,7 +1,8 @@
 /* The hook's overhead on the fake driver, hooked vs unhooked in one run.
  *
  * Usage: bench_hook LIBACCELERATOR HOOK
- * Runs itself as a child per mode, taking turns (7 rounds, medians):
+ * Runs itself as a child per mode, taking turns (7 rounds, medians of the
+ * calling thread's CPU time per call, so other load on the machine counts little):
  *   driver only     no LD_PRELOAD
  *   hook, no worker LD_PRELOAD, no ACCELERATOR_WORKER_ID (inert)
  *   hook, unlimited LD_PRELOAD, a worker without a limit on the device
@@ -43,7 +44,7 @@ typedef unsigned long long CUdeviceptr;
 
 static double now_ns(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
@@ -218,10 +219,12 @@ static int hold(const char *self, const char *hook, const char *worker, pid_t *p
 /* The view's cost at 1, 10, 100 and 500 live processes of one worker. */
 static int processes(const char *self, const char *hook) {
   static const int counts[] = {1, 10, 100, 500};
-  enum { N = sizeof counts / sizeof counts[0], MAXHOLD = 500, VROUNDS = 5 };
+  enum { N = sizeof counts / sizeof counts[0], MAXHOLD = 500, VROUNDS = 9 };
   static int fds[MAXHOLD];
   static pid_t pids[MAXHOLD];
-  double v[N][3][VROUNDS];
+  /* The three views under the hook, and cuMemGetInfo_v2 without it (a
+   * control taken in turns with them: how much the machine moved). */
+  double v[N][4][VROUNDS];
   int held = 0, rc = 0;
   for (int c = 0; c < N && rc == 0; c++) {
     while (held < counts[c] - 1) {
@@ -242,6 +245,12 @@ static int processes(const char *self, const char *hook) {
       }
       for (int k = 0; k < 3; k++)
         v[c][k][r] = o[k];
+      if (run_mode(self, "--view", NULL, NULL, o)) {
+        fprintf(stderr, "control view child failed\n");
+        rc = 1;
+        break;
+      }
+      v[c][3][r] = o[0];
     }
   }
   for (int i = 0; i < held; i++) {
@@ -252,20 +261,22 @@ static int processes(const char *self, const char *hook) {
     return rc;
   printf("\nthe view at P live processes of one limited worker (medians of %d rounds)\n",
          VROUNDS);
-  printf("%-12s %16s %8s %16s %8s %16s %8s\n", "processes", "cuMemGetInfo ns", "ratio",
-         "TotalMem ns", "ratio", "nvml info ns", "ratio");
-  double base[3] = {0, 0, 0};
+  printf("%-10s %15s %6s %15s %6s %15s %6s %15s %6s\n", "processes", "cuMemGetInfo ns",
+         "ratio", "TotalMem ns", "ratio", "nvml info ns", "ratio", "control ns", "ratio");
+  double base[4] = {0, 0, 0, 0};
   for (int c = 0; c < N; c++) {
-    double med[3];
-    for (int k = 0; k < 3; k++) {
+    double med[4];
+    for (int k = 0; k < 4; k++) {
       qsort(v[c][k], VROUNDS, sizeof(double), cmp);
       med[k] = v[c][k][VROUNDS / 2];
       if (c == 0)
         base[k] = med[k];
     }
-    printf("%-12d %16.1f %8.2f %16.1f %8.2f %16.1f %8.2f\n", counts[c], med[0],
-           med[0] / base[0], med[1], med[1] / base[1], med[2], med[2] / base[2]);
+    printf("%-10d %15.1f %6.2f %15.1f %6.2f %15.1f %6.2f %15.1f %6.2f\n", counts[c], med[0],
+           med[0] / base[0], med[1], med[1] / base[1], med[2], med[2] / base[2], med[3],
+           med[3] / base[3]);
   }
+  printf("(control: cuMemGetInfo_v2 without the hook, in turns with the rows' runs)\n");
   return 0;
 }
 
