@@ -844,31 +844,20 @@ static CUresult alloc_array(const char *fn, void **a, size_t w, size_t h, size_t
     *a = (void *)(uintptr_t)key;
   return r;
 }
-CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d) {
-  if (!d)
-    return CUDA_ERROR_INVALID_VALUE;
-  return alloc_array(__func__, a, d->Width, d->Height, 0, d->Format, d->NumChannels, 1, K_ARRAY);
-}
-CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d) {
-  if (!d)
-    return CUDA_ERROR_INVALID_VALUE;
-  return alloc_array(__func__, a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1,
-                     K_ARRAY);
-}
-/* The v1 array creations: descriptors of 32-bit sizes. */
+/* The array creations: _v2, and the v1 (descriptors of 32-bit sizes). */
 typedef struct { unsigned Width, Height, Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR_v1;
 typedef struct { unsigned Width, Height, Depth, Format, NumChannels, Flags; } CUDA_ARRAY3D_DESCRIPTOR_v1;
-CUresult cuArrayCreate(CUarray *a, const CUDA_ARRAY_DESCRIPTOR_v1 *d) {
-  if (!d)
-    return CUDA_ERROR_INVALID_VALUE;
-  return alloc_array(__func__, a, d->Width, d->Height, 0, d->Format, d->NumChannels, 1, K_ARRAY);
-}
-CUresult cuArray3DCreate(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d) {
-  if (!d)
-    return CUDA_ERROR_INVALID_VALUE;
-  return alloc_array(__func__, a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1,
-                     K_ARRAY);
-}
+#define ARRAY_CREATE(fn, desc, depth)                                            \
+  CUresult fn(CUarray *a, const desc *d) {                                       \
+    if (!d)                                                                      \
+      return CUDA_ERROR_INVALID_VALUE;                                           \
+    return alloc_array(__func__, a, d->Width, d->Height, depth, d->Format, d->NumChannels, 1, \
+                       K_ARRAY);                                                 \
+  }
+ARRAY_CREATE(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 0)
+ARRAY_CREATE(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR, d->Depth)
+ARRAY_CREATE(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 0)
+ARRAY_CREATE(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1, d->Depth)
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                 unsigned levels) {
   if (!d)

@@ -410,10 +410,28 @@ static void scenario_fork(unsigned long long L) {
   CHECK(info_free() == L, "all given back: %zu", info_free());
 }
 
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef int (*nvml_info_t)(void *, nvmlMemory_t *);
+
+/* The fake NVML, initialised: its nvmlDeviceGetMemoryInfo and the handle
+ * of its device `index` (1: the fake driver's device 0). NULL if absent. */
+static nvml_info_t nvml_open(unsigned index, void **dev) {
+  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  CHECK(nv != NULL, "dlopen libnvidia-ml.so.1: %s", dlerror());
+  if (!nv)
+    return NULL;
+  int (*init)(void) = (int (*)(void))dlsym(nv, "nvmlInit_v2");
+  int (*by_index)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(
+      nv, "nvmlDeviceGetHandleByIndex_v2");
+  nvml_info_t info = (nvml_info_t)dlsym(nv, "nvmlDeviceGetMemoryInfo");
+  int ok = init && by_index && info && init() == 0 && by_index(index, dev) == 0;
+  CHECK(ok, "the fake NVML");
+  return ok ? info : NULL;
+}
+
 /* NVML's memory info shows the partition too (nvidia-smi, pynvml). The fake
  * NVML's device 1 is the fake driver's device 0. */
 static void scenario_nvml(unsigned long long L) {
-  typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
   typedef struct { unsigned version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
   context(0);
   void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -654,21 +672,16 @@ static void scenario_pools(unsigned long long L) {
 
 /* The view, 1000 times each way, between two markers for strace. */
 static void scenario_views(unsigned long long L) {
-  typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
   context(0);
   CUdeviceptr p;
   EXPECT(A.MemAlloc(&p, L / 4), CUDA_SUCCESS);
-  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  int (*init)(void) = nv ? (int (*)(void))dlsym(nv, "nvmlInit_v2") : NULL;
-  int (*by_index)(unsigned, void **) =
-      nv ? (int (*)(unsigned, void **))dlsym(nv, "nvmlDeviceGetHandleByIndex_v2") : NULL;
-  int (*info)(void *, nvmlMemory_t *) =
-      nv ? (int (*)(void *, nvmlMemory_t *))dlsym(nv, "nvmlDeviceGetMemoryInfo") : NULL;
   void *a40;
+  nvml_info_t info = nvml_open(1, &a40);
   nvmlMemory_t m;
   size_t f = 0, t = 0, total = 0;
-  CHECK(init && by_index && info && init() == 0 && by_index(1, &a40) == 0 &&
-            info(a40, &m) == 0 && A.MemGetInfo(&f, &t) == 0 && A.DeviceTotalMem(&total, 0) == 0,
+  if (!info)
+    return;
+  CHECK(info(a40, &m) == 0 && A.MemGetInfo(&f, &t) == 0 && A.DeviceTotalMem(&total, 0) == 0,
         "the first view (device names learned)");
   if (write(-1, "views-begin", 11) != -1)
     return;
@@ -691,7 +704,6 @@ static void scenario_views(unsigned long long L) {
 
 /* Every kind of call the hook wraps, once each, NVML's memory info too. */
 static void scenario_plain(void) {
-  typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
   CUcontext c, p;
   CUdeviceptr d, q;
   CUarray arr;
@@ -719,19 +731,10 @@ static void scenario_plain(void) {
   EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
   EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
   EXPECT(A.CtxDestroy(c), CUDA_SUCCESS);
-  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  CHECK(nv != NULL, "dlopen libnvidia-ml.so.1: %s", dlerror());
-  if (!nv)
-    return;
-  int (*init)(void) = (int (*)(void))dlsym(nv, "nvmlInit_v2");
-  int (*by_index)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(
-      nv, "nvmlDeviceGetHandleByIndex_v2");
-  int (*info)(void *, nvmlMemory_t *) = (int (*)(void *, nvmlMemory_t *))dlsym(
-      nv, "nvmlDeviceGetMemoryInfo");
   void *dev;
   nvmlMemory_t m;
-  CHECK(init && by_index && info && init() == 0 && by_index(1, &dev) == 0 && info(dev, &m) == 0,
-        "the fake NVML's memory info");
+  nvml_info_t info = nvml_open(1, &dev);
+  CHECK(info && info(dev, &m) == 0, "the fake NVML's memory info");
 }
 
 static int app_main(int argc, char **argv) {

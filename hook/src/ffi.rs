@@ -860,106 +860,64 @@ pub unsafe extern "C" fn cuMemCreate(
     )
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuArrayCreate_v2(
-    pHandle: *mut CUarray,
-    pAllocateArray: *const ArrayDescriptor,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUarray, *const ArrayDescriptor) -> CuResult;
-    let real = real_or_return!(Cu::ArrayCreateV2, F);
-    if pHandle.is_null() || pAllocateArray.is_null() {
-        return real(pHandle, pAllocateArray);
-    }
-    let d = &*pAllocateArray;
-    let bytes = memory::array_bytes(d.width as u64, d.height as u64, 0, d.format, d.channels);
-    allocate_into(
-        Target::Context,
-        Kind::Array,
-        bytes,
-        pHandle,
-        handle_key,
-        || real(pHandle, pAllocateArray),
-    )
+/// The bytes an array descriptor asks for.
+trait ArrayShape {
+    fn bytes(&self) -> u64;
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuArray3DCreate_v2(
-    pHandle: *mut CUarray,
-    pAllocateArray: *const Array3dDescriptor,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUarray, *const Array3dDescriptor) -> CuResult;
-    let real = real_or_return!(Cu::Array3DCreateV2, F);
-    if pHandle.is_null() || pAllocateArray.is_null() {
-        return real(pHandle, pAllocateArray);
-    }
-    let d = &*pAllocateArray;
-    let bytes = memory::array_bytes(
-        d.width as u64,
-        d.height as u64,
-        d.depth as u64,
-        d.format,
-        d.channels,
-    );
-    allocate_into(
-        Target::Context,
-        Kind::Array,
-        bytes,
-        pHandle,
-        handle_key,
-        || real(pHandle, pAllocateArray),
-    )
+macro_rules! array_shape {
+    ($desc:ty, |$d:ident| $depth:expr) => {
+        impl ArrayShape for $desc {
+            fn bytes(&self) -> u64 {
+                let $d = self;
+                memory::array_bytes(
+                    $d.width as u64,
+                    $d.height as u64,
+                    $depth,
+                    $d.format,
+                    $d.channels,
+                )
+            }
+        }
+    };
 }
 
-/// The v1 array creations (CUDA < 3.2): descriptors of 32-bit sizes.
-#[no_mangle]
-pub unsafe extern "C" fn cuArrayCreate(
-    pHandle: *mut CUarray,
-    pAllocateArray: *const ArrayDescriptorV1,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUarray, *const ArrayDescriptorV1) -> CuResult;
-    let real = real_or_return!(Cu::ArrayCreate, F);
-    if pHandle.is_null() || pAllocateArray.is_null() {
-        return real(pHandle, pAllocateArray);
-    }
-    let d = &*pAllocateArray;
-    let bytes = memory::array_bytes(d.width as u64, d.height as u64, 0, d.format, d.channels);
-    allocate_into(
-        Target::Context,
-        Kind::Array,
-        bytes,
-        pHandle,
-        handle_key,
-        || real(pHandle, pAllocateArray),
-    )
+array_shape!(ArrayDescriptor, |d| 0);
+array_shape!(Array3dDescriptor, |d| d.depth as u64);
+array_shape!(ArrayDescriptorV1, |d| 0);
+array_shape!(Array3dDescriptorV1, |d| d.depth as u64);
+
+/// The array creations: `_v2` and the v1 of CUDA < 3.2 (descriptors of
+/// 32-bit sizes).
+macro_rules! array_create {
+    ($name:ident, $id:expr, $desc:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            pHandle: *mut CUarray,
+            pAllocateArray: *const $desc,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut CUarray, *const $desc) -> CuResult;
+            let real = real_or_return!($id, F);
+            if pHandle.is_null() || pAllocateArray.is_null() {
+                return real(pHandle, pAllocateArray);
+            }
+            let bytes = (*pAllocateArray).bytes();
+            allocate_into(
+                Target::Context,
+                Kind::Array,
+                bytes,
+                pHandle,
+                handle_key,
+                || real(pHandle, pAllocateArray),
+            )
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuArray3DCreate(
-    pHandle: *mut CUarray,
-    pAllocateArray: *const Array3dDescriptorV1,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUarray, *const Array3dDescriptorV1) -> CuResult;
-    let real = real_or_return!(Cu::Array3DCreate, F);
-    if pHandle.is_null() || pAllocateArray.is_null() {
-        return real(pHandle, pAllocateArray);
-    }
-    let d = &*pAllocateArray;
-    let bytes = memory::array_bytes(
-        d.width as u64,
-        d.height as u64,
-        d.depth as u64,
-        d.format,
-        d.channels,
-    );
-    allocate_into(
-        Target::Context,
-        Kind::Array,
-        bytes,
-        pHandle,
-        handle_key,
-        || real(pHandle, pAllocateArray),
-    )
-}
+array_create!(cuArrayCreate_v2, Cu::ArrayCreateV2, ArrayDescriptor);
+array_create!(cuArray3DCreate_v2, Cu::Array3DCreateV2, Array3dDescriptor);
+array_create!(cuArrayCreate, Cu::ArrayCreate, ArrayDescriptorV1);
+array_create!(cuArray3DCreate, Cu::Array3DCreate, Array3dDescriptorV1);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMipmappedArrayCreate(
