@@ -249,19 +249,6 @@ static void context_books(const char *app) {
   setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
 }
 
-/* The whole file `path` (NULL when unreadable); `*n` its length. */
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  char *buf = malloc(1 << 20);
-  *n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-  fclose(f);
-  if (buf)
-    buf[*n] = 0;
-  return buf;
-}
-
 /* Inert means inert: with no worker, the driver and NVML see exactly the
  * calls they see without the hook (their traces, FAKE_CUDA_TRACE and
  * FAKE_NVML_TRACE, compared line by line). */

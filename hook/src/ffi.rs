@@ -786,48 +786,34 @@ unsafe fn pitched(
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuMemAllocPitch_v2(
-    dptr: *mut CUdeviceptr,
-    pPitch: *mut usize,
-    WidthInBytes: usize,
-    Height: usize,
-    ElementSizeBytes: c_uint,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, usize, usize, c_uint) -> CuResult;
-    let real = real_or_return!(Cu::MemAllocPitchV2, F);
-    if dptr.is_null() || pPitch.is_null() {
-        return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    }
-    pitched(
-        WidthInBytes as u64,
-        Height as u64,
-        || real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes),
-        || (*dptr, *pPitch as u64),
-    )
+/// `cuMemAllocPitch_v2` and the 32-bit v1 (CUDA < 3.2): pointer and size types.
+macro_rules! pitch_alloc {
+    ($name:ident, $id:expr, $ptr:ty, $size:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut $ptr,
+            pPitch: *mut $size,
+            WidthInBytes: $size,
+            Height: $size,
+            ElementSizeBytes: c_uint,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut $ptr, *mut $size, $size, $size, c_uint) -> CuResult;
+            let real = real_or_return!($id, F);
+            if dptr.is_null() || pPitch.is_null() {
+                return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+            }
+            pitched(
+                WidthInBytes as u64,
+                Height as u64,
+                || real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes),
+                || (*dptr as u64, *pPitch as u64),
+            )
+        }
+    };
 }
 
-/// The 32-bit v1 (CUDA < 3.2).
-#[no_mangle]
-pub unsafe extern "C" fn cuMemAllocPitch(
-    dptr: *mut c_uint,
-    pPitch: *mut c_uint,
-    WidthInBytes: c_uint,
-    Height: c_uint,
-    ElementSizeBytes: c_uint,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut c_uint, *mut c_uint, c_uint, c_uint, c_uint) -> CuResult;
-    let real = real_or_return!(Cu::MemAllocPitch, F);
-    if dptr.is_null() || pPitch.is_null() {
-        return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    }
-    pitched(
-        WidthInBytes as u64,
-        Height as u64,
-        || real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes),
-        || (*dptr as u64, *pPitch as u64),
-    )
-}
+pitch_alloc!(cuMemAllocPitch_v2, Cu::MemAllocPitchV2, CUdeviceptr, usize);
+pitch_alloc!(cuMemAllocPitch, Cu::MemAllocPitch, c_uint, c_uint);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemCreate(
