@@ -71,4 +71,18 @@ static int test_summary(void) {
   return f == 0 ? 0 : 1;
 }
 
+/* The whole file `path` (up to 1 MiB), NUL-terminated, its length in *len;
+ * NULL when unreadable. The caller frees it. */
+static inline char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *buf = malloc(1 << 20);
+  *len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+  fclose(f);
+  if (buf)
+    buf[*len] = 0;
+  return buf;
+}
+
 #endif

@@ -66,8 +66,8 @@ TEST_RUN_EXTRA += hook-test
 # ---- compute limits (issue 17): launches throttled, steered by measured utilization.
 # test_compute drives app_launch on the fake driver's simulated device timeline
 # (c-tests/fakes/timeline.h), measured by the fake NVML.
-$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/timeline.h
-$(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
+$(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h c-tests/fakes/trace.h
 COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
 $(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/hook/compute_util.h \
   c-tests/fakes/timeline.h c-tests/test_util.h
@@ -107,3 +107,34 @@ sampler-fork-test: $(BUILD)/libaccelerator_nvidia.so $(HOOK_BIN)/test_sampler_fo
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
 	  timeout 60 $(HOOK_BIN)/test_sampler_fork $(BUILD)/libaccelerator_nvidia.so
 TEST_RUN_EXTRA += sampler-fork-test
+
+# ---- every versioned entry point (issue 22): what the hook hands out for each
+# request libcudart 12.9 / 13.5 make and each name the driver exports, checked
+# against the rule (entry_table.c) and against the table in docs/hook.md.
+# `make hook-table` rewrites that table.
+HOOK_TABLE_ARGS = c-tests/hook/cudart-12.9-driver-requests.txt \
+                  c-tests/hook/cudart-13.5-driver-requests.txt $(HOOK_BIN)/driver.exports
+HOOK_TABLE_RUN  = $(HOOK_TEST_ENV) LD_PRELOAD=$(abspath $(HOOK_SO)) $(HOOK_BIN)/entry_table \
+                  $(HOOK_TABLE_ARGS)
+$(HOOK_BIN)/entry_table: c-tests/hook/entry_table.c
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl
+
+.PHONY: hook-table hook-table-test
+$(HOOK_BIN)/driver.exports: $(NVIDIA_FAKES)/libcuda.so.1
+	@mkdir -p $(HOOK_BIN)
+	nm -D --defined-only $< | awk '$$2 == "T" {print $$3}' | sort > $@
+
+hook-table-test: $(HOOK_SO) $(HOOK_BIN)/entry_table $(HOOK_BIN)/driver.exports
+	$(HOOK_TABLE_RUN) > $(HOOK_BIN)/entry-table.md
+	sed -n '/^<!-- entry-table -->$$/,/^<!-- end entry-table -->$$/p' docs/hook.md \
+	  | sed '1d;$$d' | diff -u - $(HOOK_BIN)/entry-table.md \
+	  || { echo "FAIL: docs/hook.md's entry-point table is stale: make hook-table" >&2; exit 1; }
+	@echo "entry points: $$(grep -c '^| `' $(HOOK_BIN)/entry-table.md) rows match docs/hook.md"
+
+hook-table: $(HOOK_SO) $(HOOK_BIN)/entry_table $(HOOK_BIN)/driver.exports
+	$(HOOK_TABLE_RUN) > $(HOOK_BIN)/entry-table.md
+	awk -v t=$(HOOK_BIN)/entry-table.md '/^<!-- end entry-table -->$$/ {skip=0} \
+	  !skip {print} /^<!-- entry-table -->$$/ {while ((getline l < t) > 0) print l; skip=1}' \
+	  docs/hook.md > docs/hook.md.new && mv docs/hook.md.new docs/hook.md
+TEST_RUN_EXTRA += hook-table-test

@@ -35,6 +35,9 @@ typedef struct {
 #define MAXP 64
 static struct { int pid, state; } table[MAXP];
 static int initialised;
+/* Counted and traced (FAKE_CUDA_TRACE, trace.h); queries are only traced
+ * (no lock: they stay as cheap as a driver's for the benchmarks). */
+static void count(const char *fn);
 
 static int failing(const char *fn) {
   const char *f = getenv("FAKE_CUDA_FAIL");
@@ -72,6 +75,7 @@ static int *state_of(int pid) {
 }
 
 CUresult cuInit(unsigned flags) {
+  count(__func__);
   if (failing(__func__) || flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
   initialised = 1;
@@ -191,6 +195,8 @@ int fake_cuda_state(int pid) {
 #include <stdint.h>
 #include <stdio.h>
 
+#include "trace.h"
+
 enum {
   CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NO_DEVICE = 100,
@@ -269,9 +275,10 @@ static struct {
 static int nblk;
 
 /* Call counters by entry point name. */
-#define MAXCOUNT 64
+#define MAXCOUNT 128
 static struct { const char *name; unsigned long long n; } counts[MAXCOUNT];
 static void count(const char *fn) {
+  fake_trace("FAKE_CUDA_TRACE", fn);
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAXCOUNT; i++)
     if (!counts[i].name || strcmp(counts[i].name, fn) == 0) {
@@ -300,21 +307,28 @@ int fake_cuda_mem(int dev, unsigned long long *used, unsigned long long *allocs)
   return CUDA_SUCCESS;
 }
 
-unsigned long long fake_cuda_used_on(const char *uuid) {
-  unsigned long long n = 0;
+/* The devices' UUIDs in NVML's text form, written once (the fake NVML asks
+ * on every memory query: it must stay cheap for the benchmarks). */
+static char uuid_text[NDEV][48];
+static pthread_once_t uuid_once = PTHREAD_ONCE_INIT;
+static void write_uuid_texts(void) {
   for (int d = 0; d < NDEV; d++) {
-    char text[48];
     const unsigned char *b = dev_uuid[d].bytes;
-    snprintf(text, sizeof text,
+    snprintf(uuid_text[d], sizeof uuid_text[d],
              "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
              b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
              b[15]);
-    if (uuid && strcmp(uuid, text) == 0) {
+  }
+}
+unsigned long long fake_cuda_used_on(const char *uuid) {
+  unsigned long long n = 0;
+  pthread_once(&uuid_once, write_uuid_texts);
+  for (int d = 0; d < NDEV; d++)
+    if (uuid && strcmp(uuid, uuid_text[d]) == 0) {
       pthread_mutex_lock(&mu);
       n = dev_used[d];
       pthread_mutex_unlock(&mu);
     }
-  }
   return n;
 }
 
@@ -402,6 +416,7 @@ static int ndev(void) {
   return n && *n && strcmp(n, "0") != 0 ? 0 : NDEV;
 }
 CUresult cuDeviceGetCount(int *n) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!n)
@@ -420,6 +435,7 @@ static CUresult device_call(const void *out, CUdevice d) {
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (initialised && ndev() == 0)
     return CUDA_ERROR_NO_DEVICE;
   CUresult r = device_call(d, ordinal);
@@ -436,6 +452,7 @@ static CUresult get_uuid(CUuuid *u, CUdevice d) {
 CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { count(__func__); return get_uuid(u, d); }
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   CUresult r = device_call(bytes, d);
   if (r == CUDA_SUCCESS)
     *bytes = dev_total[d];
@@ -443,6 +460,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
 }
 /* Only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (16). */
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   CUresult r = device_call(v, d);
   if (r == CUDA_SUCCESS && attr != 16)
     r = CUDA_ERROR_INVALID_VALUE;
@@ -474,6 +492,11 @@ CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d) {
   (void)flags;
   return ctx_create(c, d);
 }
+CUresult cuCtxCreate(CUcontext *c, unsigned flags, CUdevice d) { /* v1, before 3.2 */
+  count(__func__);
+  (void)flags;
+  return ctx_create(c, d);
+}
 CUresult cuCtxCreate_v3(CUcontext *c, void *params, int n, unsigned flags, CUdevice d) {
   count(__func__);
   (void)flags;
@@ -499,6 +522,9 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
     current = NULL;
   free(c);
   return CUDA_SUCCESS;
+}
+CUresult cuCtxDestroy(CUcontext c) { /* v1, before 4.0 */
+  return cuCtxDestroy_v2(c);
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   count(__func__);
@@ -533,13 +559,18 @@ static CUresult primary_end(CUdevice d, int all) {
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { count(__func__); return primary_end(d, 0); }
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { count(__func__); return primary_end(d, 1); }
+/* The v1 functions (what the CUDA runtime asks for at 7000, through 13.x). */
+CUresult cuDevicePrimaryCtxRelease(CUdevice d) { count(__func__); return primary_end(d, 0); }
+CUresult cuDevicePrimaryCtxReset(CUdevice d) { count(__func__); return primary_end(d, 1); }
 CUresult cuCtxSetCurrent(CUcontext c) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   current = c;
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetCurrent(CUcontext *c) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!c)
@@ -548,6 +579,7 @@ CUresult cuCtxGetCurrent(CUcontext *c) {
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetDevice(CUdevice *d) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   if (!d)
     return CUDA_ERROR_INVALID_VALUE;
@@ -558,6 +590,7 @@ CUresult cuCtxGetDevice(CUdevice *d) {
 }
 static void wait_kernels(void); /* cuda_launch.inc */
 CUresult cuCtxSynchronize(void) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   CUresult r = current_dev(&dev);
   if (r == CUDA_SUCCESS)
@@ -569,6 +602,7 @@ CUresult cuCtxSynchronize(void) {
 static struct CUmod_st modules[NDEV];
 static struct CUfunc_st functions[NDEV];
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   if (!m || !image || !strstr((const char *)image, ".entry"))
     return CUDA_ERROR_INVALID_VALUE;
@@ -580,6 +614,7 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   return r;
 }
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!f || !name)
     return CUDA_ERROR_INVALID_VALUE;
   if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules)
@@ -762,6 +797,19 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, u
     *pitch = pt;
   return r;
 }
+/* The 32-bit v1 ABI. */
+CUresult cuMemAllocPitch(unsigned *p, unsigned *pitch, unsigned w, unsigned h, unsigned elem) {
+  CUdeviceptr q;
+  size_t pt;
+  if (!p || !pitch)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = cuMemAllocPitch_v2(&q, &pt, w, h, elem);
+  if (r == CUDA_SUCCESS) {
+    *p = (unsigned)q;
+    *pitch = (unsigned)pt;
+  }
+  return r;
+}
 CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
                      unsigned long long flags) {
   count(__func__);
@@ -800,17 +848,20 @@ static CUresult alloc_array(const char *fn, void **a, size_t w, size_t h, size_t
     *a = (void *)(uintptr_t)key;
   return r;
 }
-CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d) {
-  if (!d)
-    return CUDA_ERROR_INVALID_VALUE;
-  return alloc_array(__func__, a, d->Width, d->Height, 0, d->Format, d->NumChannels, 1, K_ARRAY);
-}
-CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d) {
-  if (!d)
-    return CUDA_ERROR_INVALID_VALUE;
-  return alloc_array(__func__, a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1,
-                     K_ARRAY);
-}
+/* The array creations: _v2, and the v1 (descriptors of 32-bit sizes). */
+typedef struct { unsigned Width, Height, Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct { unsigned Width, Height, Depth, Format, NumChannels, Flags; } CUDA_ARRAY3D_DESCRIPTOR_v1;
+#define ARRAY_CREATE(fn, desc, depth)                                            \
+  CUresult fn(CUarray *a, const desc *d) {                                       \
+    if (!d)                                                                      \
+      return CUDA_ERROR_INVALID_VALUE;                                           \
+    return alloc_array(__func__, a, d->Width, d->Height, depth, d->Format, d->NumChannels, 1, \
+                       K_ARRAY);                                                 \
+  }
+ARRAY_CREATE(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 0)
+ARRAY_CREATE(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR, d->Depth)
+ARRAY_CREATE(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 0)
+ARRAY_CREATE(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1, d->Depth)
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                 unsigned levels) {
   if (!d)
@@ -833,6 +884,7 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
   return give((uintptr_t)a, K_MIPMAP);
 }
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   if (!free_ || !total)
     return CUDA_ERROR_INVALID_VALUE;
@@ -879,7 +931,18 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return copy(src, dst, n, 0); }
 
 /* The 32-bit v1 ABI. */
+CUresult cuDeviceTotalMem(unsigned *bytes, CUdevice d) {
+  size_t t;
+  count(__func__);
+  if (!bytes)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = cuDeviceTotalMem_v2(&t, d);
+  if (r == CUDA_SUCCESS)
+    *bytes = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
+  return r;
+}
 CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
+  fake_trace("FAKE_CUDA_TRACE", __func__);
   size_t f, t;
   if (!free_ || !total)
     return CUDA_ERROR_INVALID_VALUE;
@@ -906,23 +969,29 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetCount", (void *)cuDeviceGetCount, 2000, 0},
     {"cuDeviceGetUuid", (void *)cuDeviceGetUuid, 9020, 0},
     {"cuDeviceGetUuid", (void *)cuDeviceGetUuid_v2, 11040, 0},
+    {"cuDeviceTotalMem", (void *)cuDeviceTotalMem, 2000, 0},
     {"cuDeviceTotalMem", (void *)cuDeviceTotalMem_v2, 3020, 0},
     {"cuDeviceGetAttribute", (void *)cuDeviceGetAttribute, 2000, 0},
+    {"cuCtxCreate", (void *)cuCtxCreate, 2000, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v2, 3020, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v3, 11040, 0},
     {"cuCtxCreate", (void *)cuCtxCreate_v4, 13000, 0},
+    {"cuCtxDestroy", (void *)cuCtxDestroy, 2000, 0},
     {"cuCtxDestroy", (void *)cuCtxDestroy_v2, 4000, 0},
     {"cuCtxSetCurrent", (void *)cuCtxSetCurrent, 4000, 0},
     {"cuCtxGetCurrent", (void *)cuCtxGetCurrent, 4000, 0},
     {"cuCtxGetDevice", (void *)cuCtxGetDevice, 2000, 0},
     {"cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain, 7000, 0},
+    {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease, 7000, 0},
     {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2, 11000, 0},
+    {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset, 7000, 0},
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2, 11000, 0},
     {"cuCtxSynchronize", (void *)cuCtxSynchronize, 2000, 0},
     {"cuModuleLoadData", (void *)cuModuleLoadData, 2000, 0},
     {"cuModuleGetFunction", (void *)cuModuleGetFunction, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
+    {"cuMemAllocPitch", (void *)cuMemAllocPitch, 2000, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch_v2, 3020, 0},
     {"cuMemAllocManaged", (void *)cuMemAllocManaged, 6000, 0},
     {"cuMemAllocAsync", (void *)cuMemAllocAsync, 11020, 0},
@@ -936,7 +1005,9 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, 11020, 0},
     {"cuDeviceSetMemPool", (void *)cuDeviceSetMemPool, 11020, 0},
     {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
+    {"cuArrayCreate", (void *)cuArrayCreate, 2000, 0},
     {"cuArrayCreate", (void *)cuArrayCreate_v2, 3020, 0},
+    {"cuArray3DCreate", (void *)cuArray3DCreate, 2000, 0},
     {"cuArray3DCreate", (void *)cuArray3DCreate_v2, 3020, 0},
     {"cuArrayDestroy", (void *)cuArrayDestroy, 2000, 0},
     {"cuMipmappedArrayCreate", (void *)cuMipmappedArrayCreate, 5000, 0},

@@ -106,6 +106,8 @@ static gi_t gis[MAX_GI];
 static unsigned next_gi_id = 1;
 static int init_count;
 
+#include "trace.h"
+
 static int failing(const char *fn) {
   const char *f = getenv("FAKE_NVML_FAIL");
   return f && strcmp(f, fn) == 0;
@@ -113,6 +115,7 @@ static int failing(const char *fn) {
 
 #define ENTER()                                                                \
   do {                                                                         \
+    fake_trace("FAKE_NVML_TRACE", __func__);                                   \
     if (failing(__func__))                                                     \
       return NVML_ERROR_UNKNOWN;                                               \
     if (init_count <= 0)                                                       \

@@ -45,8 +45,13 @@ static int entry(void *h) {
   CHECK(in_hook(alloc) && alloc == dlsym(h, "cuMemAlloc_v2"),
         "cuMemAlloc at 12.8 is the hook's cuMemAlloc_v2, through both ways in");
   void *legacy = get("cuMemAlloc", 3010, 0);
-  CHECK(!in_hook(legacy) && legacy == dlsym(h, "cuMemAlloc"),
-        "cuMemAlloc before 3.2 is the driver's 32-bit v1, untouched");
+  CHECK(in_hook(legacy) && legacy == dlsym(h, "cuMemAlloc") && legacy != alloc,
+        "cuMemAlloc before 3.2 is the hook's wrapper of the driver's 32-bit v1");
+  void *release = get("cuDevicePrimaryCtxRelease", 7000, 0);
+  CHECK(in_hook(release) && release == dlsym(h, "cuDevicePrimaryCtxRelease") &&
+            release != get("cuDevicePrimaryCtxRelease", VERSION, 0),
+        "cuDevicePrimaryCtxRelease at 7000 (the runtime's request) is the hook's v1 wrapper");
+  CHECK(in_hook(get("cuDevicePrimaryCtxReset", 7000, 0)), "so is cuDevicePrimaryCtxReset");
   CHECK(get("cuCtxCreate", VERSION, 0) == dlsym(h, "cuCtxCreate_v3"),
         "the driver's version choice stands (_v3 at 12.8)");
   CHECK(get("cuCtxCreate", 11000, 0) == dlsym(h, "cuCtxCreate_v2"), "_v2 at 11.0");
@@ -92,8 +97,9 @@ int main(int argc, char **argv) {
   A.CtxSetCurrent = get("cuCtxSetCurrent", VERSION, 0);
   A.CtxDestroy = get("cuCtxDestroy", VERSION, 0);
   A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain", VERSION, 0);
-  A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease", VERSION, 0);
-  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset", VERSION, 0);
+  /* As libcudart 11.8 to 13.x: the v1 functions, asked at 7000. */
+  A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease", 7000, 0);
+  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset", 7000, 0);
   A.MemPoolCreate = get("cuMemPoolCreate", VERSION, 0);
   A.MemPoolDestroy = get("cuMemPoolDestroy", VERSION, 0);
   A.DeviceGetDefaultMemPool = get("cuDeviceGetDefaultMemPool", VERSION, 0);

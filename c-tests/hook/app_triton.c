@@ -1,5 +1,7 @@
 /* The Triton-like app: dlopen("libcuda.so.1") and dlsym of each versioned
- * name, as Triton reaches cuLaunchKernelEx. Scenarios in hook_app.h. */
+ * name, as Triton reaches cuLaunchKernelEx; context destruction by its v1
+ * names, which the driver exports beside the _v2 ones. Scenarios in
+ * hook_app.h. */
 #include "hook_app.h"
 
 static void *handle;
@@ -22,10 +24,10 @@ int main(int argc, char **argv) {
   A.Init = get("cuInit");
   A.CtxCreate = get("cuCtxCreate_v2");
   A.CtxSetCurrent = get("cuCtxSetCurrent");
-  A.CtxDestroy = get("cuCtxDestroy_v2");
+  A.CtxDestroy = get("cuCtxDestroy"); /* v1 names: exported beside _v2 */
   A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain");
-  A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease_v2");
-  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset_v2");
+  A.PrimaryCtxRelease = get("cuDevicePrimaryCtxRelease");
+  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset");
   A.MemPoolCreate = get("cuMemPoolCreate");
   A.MemPoolDestroy = get("cuMemPoolDestroy");
   A.DeviceGetDefaultMemPool = get("cuDeviceGetDefaultMemPool");

@@ -1,7 +1,8 @@
 /* The hook's overhead on the fake driver, hooked vs unhooked in one run.
  *
  * Usage: bench_hook LIBACCELERATOR HOOK
- * Runs itself as a child per mode, taking turns (7 rounds, medians):
+ * Runs itself as a child per mode, taking turns (7 rounds, medians of the
+ * calling thread's CPU time per call, so other load on the machine counts little):
  *   driver only     no LD_PRELOAD
  *   hook, no worker LD_PRELOAD, no ACCELERATOR_WORKER_ID (inert)
  *   hook, unlimited LD_PRELOAD, a worker without a limit on the device
@@ -14,8 +15,15 @@
  * cuGetProcAddress_v2("cuMemAlloc") lookups through pointers taken with
  * dlopen + dlsym (through the hook's dlsym when preloaded), and
  * cuLaunchKernel_ptsz launches through the pointer cuGetProcAddress_v2
- * hands out (the hook's wrapper when preloaded; no compute limit set). */
+ * hands out (the hook's wrapper when preloaded; no compute limit set), and
+ * the virtualized view: cuMemGetInfo_v2, cuDeviceTotalMem_v2 and the fake
+ * NVML's nvmlDeviceGetMemoryInfo (the same device).
+ *
+ * Then the view at 1, 10, 100 and 500 live processes of one limited worker
+ * (the others started first, each holding an allocation, then waiting):
+ * its cost must not grow with them (ratios to 1 process, same run). */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,16 +38,55 @@ typedef unsigned long long CUdeviceptr;
 #define PAIRS 200000
 #define LOOKUPS 200000
 #define LAUNCHES 1000000
+#define VIEWS 500000
 #define ROUNDS 7
 #define MODES 5
 
 static double now_ns(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static int child(void) {
+typedef struct { unsigned long long total, free, used; } nvml_memory_t;
+
+/* ns per call of cuMemGetInfo_v2, cuDeviceTotalMem_v2 and
+ * nvmlDeviceGetMemoryInfo (a context current on device 0). */
+static int time_view(void *h, double out[3]) {
+  CUresult (*info)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))dlsym(h, "cuMemGetInfo_v2");
+  CUresult (*total)(size_t *, int) = (CUresult(*)(size_t *, int))dlsym(h, "cuDeviceTotalMem_v2");
+  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  int (*nv_init)(void) = nv ? (int (*)(void))dlsym(nv, "nvmlInit_v2") : NULL;
+  int (*by_index)(unsigned, void **) =
+      nv ? (int (*)(unsigned, void **))dlsym(nv, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+  int (*nv_info)(void *, nvml_memory_t *) =
+      nv ? (int (*)(void *, nvml_memory_t *))dlsym(nv, "nvmlDeviceGetMemoryInfo") : NULL;
+  void *dev;
+  size_t f, t;
+  nvml_memory_t m;
+  /* The fake NVML's device 1 is the fake driver's device 0. */
+  if (!info || !total || !nv_init || !by_index || !nv_info || nv_init() || by_index(1, &dev) ||
+      info(&f, &t) || total(&t, 0) || nv_info(dev, &m))
+    return 4;
+  double t0 = now_ns();
+  for (int i = 0; i < VIEWS; i++)
+    info(&f, &t);
+  double t1 = now_ns();
+  for (int i = 0; i < VIEWS; i++)
+    total(&t, 0);
+  double t2 = now_ns();
+  for (int i = 0; i < VIEWS; i++)
+    nv_info(dev, &m);
+  double t3 = now_ns();
+  out[0] = (t1 - t0) / VIEWS;
+  out[1] = (t2 - t1) / VIEWS;
+  out[2] = (t3 - t2) / VIEWS;
+  return 0;
+}
+
+/* `mode`: "--child" (everything), "--view" (the view only), "--hold"
+ * (allocate, say so, wait for EOF on stdin). */
+static int child(const char *mode) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h)
     return 2;
@@ -62,6 +109,21 @@ static int child(void) {
       (CUresult(*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                    void *, void **, void **))launch_p;
   CUdeviceptr p;
+  if (strcmp(mode, "--hold") == 0) {
+    char c;
+    if (alloc(&p, 1 << 20) || write(1, "ok\n", 3) != 3)
+      return 3;
+    while (read(0, &c, 1) > 0)
+      ;
+    return 0;
+  }
+  double view[3];
+  if (strcmp(mode, "--view") == 0) {
+    if (alloc(&p, 1 << 20) || time_view(h, view))
+      return 4;
+    printf("%.2f %.2f %.2f 0 0 0\n", view[0], view[1], view[2]);
+    return 0;
+  }
   for (int i = 0; i < PAIRS / 10; i++)
     if (alloc(&p, 1 << 20) || release(p))
       return 3;
@@ -79,11 +141,16 @@ static int child(void) {
   for (int i = 0; i < LAUNCHES; i++)
     launch(c, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
   double t3 = now_ns();
-  printf("%.2f %.2f %.2f\n", (t1 - t0) / PAIRS, (t2 - t1) / LOOKUPS, (t3 - t2) / LAUNCHES);
+  if (time_view(h, view))
+    return 4;
+  printf("%.2f %.2f %.2f %.2f %.2f %.2f\n", (t1 - t0) / PAIRS, (t2 - t1) / LOOKUPS,
+         (t3 - t2) / LAUNCHES, view[0], view[1], view[2]);
   return 0;
 }
 
-static int run_mode(const char *self, const char *hook, const char *worker, double out[3]) {
+#define OUTS 6
+static int run_mode(const char *self, const char *mode, const char *hook, const char *worker,
+                    double out[OUTS]) {
   int fd[2];
   if (pipe(fd))
     return -1;
@@ -97,7 +164,7 @@ static int run_mode(const char *self, const char *hook, const char *worker, doub
     else
       unsetenv("ACCELERATOR_WORKER_ID");
     dup2(fd[1], 1);
-    execl(self, self, "--child", (char *)NULL);
+    execl(self, self, mode, (char *)NULL);
     _exit(127);
   }
   close(fd[1]);
@@ -107,7 +174,8 @@ static int run_mode(const char *self, const char *hook, const char *worker, doub
   int st;
   waitpid(pid, &st, 0);
   if (n <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
-      sscanf(buf, "%lf %lf %lf", &out[0], &out[1], &out[2]) != 3)
+      sscanf(buf, "%lf %lf %lf %lf %lf %lf", &out[0], &out[1], &out[2], &out[3], &out[4],
+             &out[5]) != OUTS)
     return -1;
   return 0;
 }
@@ -117,9 +185,104 @@ static int cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* A process of `worker` under the hook holding an allocation; its stdin
+ * is the returned descriptor (closing it ends the process). -1: failed. */
+static int hold(const char *self, const char *hook, const char *worker, pid_t *pid) {
+  int in[2], out[2];
+  /* Close-on-exec: the holders started later must not keep this one's stdin open. */
+  if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC))
+    return -1;
+  fflush(NULL);
+  *pid = fork();
+  if (*pid == 0) {
+    setenv("LD_PRELOAD", hook, 1);
+    setenv("ACCELERATOR_WORKER_ID", worker, 1);
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    execl(self, self, "--hold", (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  char buf[4] = {0};
+  ssize_t n = read(out[0], buf, 3);
+  close(out[0]);
+  if (n != 3 || strcmp(buf, "ok\n") != 0) {
+    close(in[1]);
+    return -1;
+  }
+  return in[1];
+}
+
+/* The view's cost at 1, 10, 100 and 500 live processes of one worker. */
+static int processes(const char *self, const char *hook) {
+  static const int counts[] = {1, 10, 100, 500};
+  enum { N = sizeof counts / sizeof counts[0], MAXHOLD = 500, VROUNDS = 9 };
+  static int fds[MAXHOLD];
+  static pid_t pids[MAXHOLD];
+  /* The three views under the hook, and cuMemGetInfo_v2 without it (a
+   * control taken in turns with them: how much the machine moved). */
+  double v[N][4][VROUNDS];
+  int held = 0, rc = 0;
+  for (int c = 0; c < N && rc == 0; c++) {
+    while (held < counts[c] - 1) {
+      fds[held] = hold(self, hook, "bench-procs", &pids[held]);
+      if (fds[held] < 0) {
+        fprintf(stderr, "holder %d failed\n", held);
+        rc = 1;
+        break;
+      }
+      held++;
+    }
+    for (int r = 0; r < VROUNDS && rc == 0; r++) {
+      double o[OUTS];
+      if (run_mode(self, "--view", hook, "bench-procs", o)) {
+        fprintf(stderr, "view child at %d processes failed\n", counts[c]);
+        rc = 1;
+        break;
+      }
+      for (int k = 0; k < 3; k++)
+        v[c][k][r] = o[k];
+      if (run_mode(self, "--view", NULL, NULL, o)) {
+        fprintf(stderr, "control view child failed\n");
+        rc = 1;
+        break;
+      }
+      v[c][3][r] = o[0];
+    }
+  }
+  for (int i = 0; i < held; i++) {
+    close(fds[i]);
+    waitpid(pids[i], NULL, 0);
+  }
+  if (rc)
+    return rc;
+  printf("\nthe view at P live processes of one limited worker (medians of %d rounds)\n",
+         VROUNDS);
+  printf("%-10s %15s %6s %15s %6s %15s %6s %15s %6s\n", "processes", "cuMemGetInfo ns",
+         "ratio", "TotalMem ns", "ratio", "nvml info ns", "ratio", "control ns", "ratio");
+  double base[4] = {0, 0, 0, 0};
+  for (int c = 0; c < N; c++) {
+    double med[4];
+    for (int k = 0; k < 4; k++) {
+      qsort(v[c][k], VROUNDS, sizeof(double), cmp);
+      med[k] = v[c][k][VROUNDS / 2];
+      if (c == 0)
+        base[k] = med[k];
+    }
+    printf("%-10d %15.1f %6.2f %15.1f %6.2f %15.1f %6.2f %15.1f %6.2f\n", counts[c], med[0],
+           med[0] / base[0], med[1], med[1] / base[1], med[2], med[2] / base[2], med[3],
+           med[3] / base[3]);
+  }
+  printf("(control: cuMemGetInfo_v2 without the hook, in turns with the rows' runs)\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "--child") == 0)
-    return child();
+  if (argc == 2 && argv[1][0] == '-' && argv[1][1] == '-')
+    return child(argv[1]);
   if (argc != 3) {
     fprintf(stderr, "usage: %s LIBACCELERATOR HOOK\n", argv[0]);
     return 2;
@@ -129,7 +292,8 @@ int main(int argc, char **argv) {
       acc ? (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit") : NULL;
   if (!set_limit ||
       set_limit("bench-limited", "GPU-11111111-1111-1111-1111-1111111111a4", 40ULL << 30) ||
-      set_limit("bench-unlimited", "GPU-00000000-0000-0000-0000-0000000000h1", 40ULL << 30)) {
+      set_limit("bench-unlimited", "GPU-00000000-0000-0000-0000-0000000000h1", 40ULL << 30) ||
+      set_limit("bench-procs", "GPU-11111111-1111-1111-1111-1111111111a4", 40ULL << 30)) {
     fprintf(stderr, "cannot set the bench worker's limit\n");
     return 2;
   }
@@ -139,16 +303,19 @@ int main(int argc, char **argv) {
   const char *hooks[MODES] = {NULL, argv[2], argv[2], argv[2], argv[2]};
   const char *workers[MODES] = {NULL, NULL, "bench-unlimited", "bench-limited", "bench-bookless"};
   double pair[MODES][ROUNDS], look[MODES][ROUNDS], lau[MODES][ROUNDS];
+  double view[3][MODES][ROUNDS];
   for (int r = 0; r < ROUNDS; r++)
     for (int m = 0; m < MODES; m++) {
-      double v[3];
-      if (run_mode(argv[0], hooks[m], workers[m], v)) {
+      double v[OUTS];
+      if (run_mode(argv[0], "--child", hooks[m], workers[m], v)) {
         fprintf(stderr, "bench child (%s) failed\n", names[m]);
         return 1;
       }
       pair[m][r] = v[0];
       look[m][r] = v[1];
       lau[m][r] = v[2];
+      for (int k = 0; k < 3; k++)
+        view[k][m][r] = v[3 + k];
     }
   printf("hook overhead on the fake driver (medians of %d rounds taking turns)\n", ROUNDS);
   printf("%-24s %14s %10s %10s %16s %10s %10s %10s %8s\n", "mode", "alloc+free ns", "added ns",
@@ -167,5 +334,20 @@ int main(int argc, char **argv) {
     printf("%-24s %14.1f %10.1f %10.2f %16.1f %10.2f %10.1f %10.1f %8.2f\n", names[m], p,
            p - base_pair, p / base_pair, l, l / base_look, k, k - base_lau, k / base_lau);
   }
-  return 0;
+  printf("\nthe virtualized view, ns per call (added: over the driver only)\n");
+  printf("%-24s %16s %10s %16s %10s %16s %10s\n", "mode", "cuMemGetInfo_v2", "added",
+         "DeviceTotalMem", "added", "nvmlMemoryInfo", "added");
+  double vbase[3] = {0, 0, 0};
+  for (int m = 0; m < MODES; m++) {
+    double med[3];
+    for (int k = 0; k < 3; k++) {
+      qsort(view[k][m], ROUNDS, sizeof(double), cmp);
+      med[k] = view[k][m][ROUNDS / 2];
+      if (m == 0)
+        vbase[k] = med[k];
+    }
+    printf("%-24s %16.1f %10.1f %16.1f %10.1f %16.1f %10.1f\n", names[m], med[0],
+           med[0] - vbase[0], med[1], med[1] - vbase[1], med[2], med[2] - vbase[2]);
+  }
+  return processes(argv[0], argv[2]);
 }

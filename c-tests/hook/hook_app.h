@@ -22,6 +22,13 @@
  *                      a destroyed context's live allocations are no longer
  *                      charged; primary contexts retained/released/reset
  *   pools L            a pool's allocations are charged to the pool's device
+ *   views L            1000 rounds of cuMemGetInfo_v2, cuDeviceTotalMem_v2 and
+ *                      nvmlDeviceGetMemoryInfo between two marker writes
+ *                      (write(-1, "views-begin"/"views-end")): the test
+ *                      counts the system calls between them under strace
+ *   plain L            every kind of call once, asserting only the driver's
+ *                      success (the inert test compares the driver's and
+ *                      NVML's traces of it with the hook and without)
  */
 #ifndef HOOK_APP_H
 #define HOOK_APP_H
@@ -403,10 +410,28 @@ static void scenario_fork(unsigned long long L) {
   CHECK(info_free() == L, "all given back: %zu", info_free());
 }
 
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef int (*nvml_info_t)(void *, nvmlMemory_t *);
+
+/* The fake NVML, initialised: its nvmlDeviceGetMemoryInfo and the handle
+ * of its device `index` (1: the fake driver's device 0). NULL if absent. */
+static nvml_info_t nvml_open(unsigned index, void **dev) {
+  void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  CHECK(nv != NULL, "dlopen libnvidia-ml.so.1: %s", dlerror());
+  if (!nv)
+    return NULL;
+  int (*init)(void) = (int (*)(void))dlsym(nv, "nvmlInit_v2");
+  int (*by_index)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(
+      nv, "nvmlDeviceGetHandleByIndex_v2");
+  nvml_info_t info = (nvml_info_t)dlsym(nv, "nvmlDeviceGetMemoryInfo");
+  int ok = init && by_index && info && init() == 0 && by_index(index, dev) == 0;
+  CHECK(ok, "the fake NVML");
+  return ok ? info : NULL;
+}
+
 /* NVML's memory info shows the partition too (nvidia-smi, pynvml). The fake
  * NVML's device 1 is the fake driver's device 0. */
 static void scenario_nvml(unsigned long long L) {
-  typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
   typedef struct { unsigned version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
   context(0);
   void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -645,6 +670,73 @@ static void scenario_pools(unsigned long long L) {
   EXPECT(A.CtxDestroy(c0), CUDA_SUCCESS);
 }
 
+/* The view, 1000 times each way, between two markers for strace. */
+static void scenario_views(unsigned long long L) {
+  context(0);
+  CUdeviceptr p;
+  EXPECT(A.MemAlloc(&p, L / 4), CUDA_SUCCESS);
+  void *a40;
+  nvml_info_t info = nvml_open(1, &a40);
+  nvmlMemory_t m;
+  size_t f = 0, t = 0, total = 0;
+  if (!info)
+    return;
+  CHECK(info(a40, &m) == 0 && A.MemGetInfo(&f, &t) == 0 && A.DeviceTotalMem(&total, 0) == 0,
+        "the first view (device names learned)");
+  if (write(-1, "views-begin", 11) != -1)
+    return;
+  /* The context's reservation (FAKE_CUDA_CTX_RESERVE) and L/4 are charged. */
+  const size_t f0 = f;
+  int bad = f0 > L - L / 4;
+  for (int i = 0; i < 1000; i++) {
+    bad += A.MemGetInfo(&f, &t) != CUDA_SUCCESS || f != f0 || t != L;
+    bad += A.DeviceTotalMem(&total, 0) != CUDA_SUCCESS || total != L;
+    bad += info(a40, &m) != 0 || m.total != L || m.free != f0;
+  }
+  if (write(-1, "views-end", 9) != -1)
+    return;
+  CHECK(bad == 0,
+        "1000 rounds of views show the partition (%d wrong; last: free %zu total %zu, "
+        "device total %zu, NVML total %llu free %llu)",
+        bad, f, t, total, m.total, m.free);
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+}
+
+/* Every kind of call the hook wraps, once each, NVML's memory info too. */
+static void scenario_plain(void) {
+  CUcontext c, p;
+  CUdeviceptr d, q;
+  CUarray arr;
+  CUmemoryPool pool;
+  size_t f, t, pitch;
+  CUDA_ARRAY_DESCRIPTOR ad = {64, 0, CU_AD_FORMAT_FLOAT, 1};
+  EXPECT(A.CtxCreate(&c, 0, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAlloc(&d, MIB), CUDA_SUCCESS);
+  EXPECT(A.MemGetInfo(&f, &t), CUDA_SUCCESS);
+  EXPECT(A.DeviceTotalMem(&t, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAllocPitch(&q, &pitch, 100, 10, 4), CUDA_SUCCESS);
+  EXPECT(A.MemFree(q), CUDA_SUCCESS);
+  EXPECT(A.MemAllocManaged(&q, MIB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  EXPECT(A.MemFree(q), CUDA_SUCCESS);
+  EXPECT(A.ArrayCreate(&arr, &ad), CUDA_SUCCESS);
+  EXPECT(A.ArrayDestroy(arr), CUDA_SUCCESS);
+  EXPECT(A.MemAllocAsync(&q, MIB, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
+  EXPECT(A.DeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&q, MIB, pool, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFree(d), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxRetain(&p, 0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  EXPECT(A.CtxDestroy(c), CUDA_SUCCESS);
+  void *dev;
+  nvmlMemory_t m;
+  nvml_info_t info = nvml_open(1, &dev);
+  CHECK(info && info(dev, &m) == 0, "the fake NVML's memory info");
+}
+
 static int app_main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s SCENARIO LIMIT [ARGS]\n", argv[0]);
@@ -679,6 +771,10 @@ static int app_main(int argc, char **argv) {
     scenario_lifecycle(L, strtoull(argv[3], NULL, 0));
   else if (strcmp(s, "pools") == 0)
     scenario_pools(L);
+  else if (strcmp(s, "views") == 0)
+    scenario_views(L);
+  else if (strcmp(s, "plain") == 0)
+    scenario_plain();
   else {
     fprintf(stderr, "unknown scenario %s\n", s);
     return 2;

@@ -35,11 +35,15 @@ static enum Result (*proc_mem)(MemoryUtilization *, size_t, size_t *);
 
 /* Start `app args...` as worker `worker` (NULL: none) with the hook
  * preloaded; stdin/stdout/stderr redirected to the fds given (-1: keep). */
+static int no_hook; /* spawn without the hook (the inert test's baseline) */
 static pid_t spawn(const char *worker, int in, int out, int err, char *const argv[]) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
-    setenv("LD_PRELOAD", hook, 1);
+    if (no_hook)
+      unsetenv("LD_PRELOAD");
+    else
+      setenv("LD_PRELOAD", hook, 1);
     if (worker)
       setenv("ACCELERATOR_WORKER_ID", worker, 1);
     else
@@ -245,6 +249,81 @@ static void context_books(const char *app) {
   setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
 }
 
+/* Inert means inert: with no worker, the driver and NVML see exactly the
+ * calls they see without the hook (their traces, FAKE_CUDA_TRACE and
+ * FAKE_NVML_TRACE, compared line by line). */
+static void inert(const char *app) {
+  const char *names[2] = {"FAKE_CUDA_TRACE", "FAKE_NVML_TRACE"};
+  char paths[2][2][64];
+  char *argv[] = {(char *)app, "plain", limit_text, NULL};
+  for (int with = 0; with < 2; with++) {
+    for (int k = 0; k < 2; k++) {
+      snprintf(paths[with][k], sizeof paths[with][k], "/tmp/hook-inert-%d-%d-%d", (int)getpid(),
+               with, k);
+      unlink(paths[with][k]);
+      setenv(names[k], paths[with][k], 1);
+    }
+    no_hook = !with;
+    CHECK(wait_status(spawn(NULL, -1, -1, -1, argv)) == 0, "%s plain, %s the hook", app,
+          with ? "with" : "without");
+    no_hook = 0;
+  }
+  for (int k = 0; k < 2; k++) {
+    unsetenv(names[k]);
+    size_t n0 = 0, n1 = 0;
+    char *t0 = slurp(paths[0][k], &n0), *t1 = slurp(paths[1][k], &n1);
+    CHECK(t0 && t1 && n0 > 0 && n0 == n1 && memcmp(t0, t1, n0) == 0,
+          "%s: with no worker the %s sees the same calls with the hook (traces of %zu and %zu bytes)",
+          app, k ? "NVML" : "driver", n0, n1);
+    if (t0 && t1 && (n0 != n1 || memcmp(t0, t1, n0) != 0))
+      fprintf(stderr, "--- without the hook:\n%s--- with it:\n%s", t0, t1);
+    free(t0);
+    free(t1);
+    unlink(paths[0][k]);
+    unlink(paths[1][k]);
+  }
+}
+
+/* The view makes no system call per call: `views` under strace, the calls
+ * between its two markers counted (3000 views; the worker's dead
+ * processes are swept at most once per 100 ms, a few calls when it falls
+ * in the window). Needs strace (.ci/run installs it). */
+static void quiet(const char *app) {
+  char w[64], out[64], cmd[512];
+  new_worker(w, sizeof w, app, "views");
+  snprintf(out, sizeof out, "/tmp/hook-views-%d.strace", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "LD_PRELOAD=%s ACCELERATOR_WORKER_ID=%s strace -f -qq -o %s %s views %s", hook, w,
+           out, app, limit_text);
+  int rc = system(cmd);
+  CHECK(rc == 0, "%s views under strace (status %d; is strace installed?)", app, rc);
+  FILE *f = fopen(out, "r");
+  char line[512];
+  int inside = 0, calls = 0, begun = 0, ended = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    if (strstr(line, "\"views-begin\"")) {
+      inside = begun = 1;
+      continue;
+    }
+    if (strstr(line, "\"views-end\"")) {
+      inside = 0;
+      ended = 1;
+      continue;
+    }
+    if (inside) {
+      calls++;
+      if (calls <= 5)
+        fprintf(stderr, "  between the markers: %s", line);
+    }
+  }
+  if (f)
+    fclose(f);
+  unlink(out);
+  CHECK(begun && ended && calls <= 16,
+        "%s: 3000 views (cuMemGetInfo_v2, cuDeviceTotalMem_v2, NVML) made %d system calls",
+        app, calls);
+}
+
 /* Copy the books of a worker in use (a valid file, of another identity) to
  * `to`. */
 static int copy_state(const char *to) {
@@ -377,13 +456,16 @@ int main(int argc, char **argv) {
   snprintf(limit_text, sizeof limit_text, "%llu", LIMIT);
   for (int i = 4; i < argc; i++) {
     int runtime = strstr(argv[i], "app_runtime") != NULL;
+    inert(argv[i]);
     scenarios(argv[i], argv[3], runtime);
     shared_limit(argv[i]);
     if (unshare_rc == 0)
       containers(argv[i]);
     context_books(argv[i]);
-    if (runtime)
+    if (runtime) {
       bad_state(argv[i]);
+      quiet(argv[i]);
+    }
   }
   return test_summary();
 }

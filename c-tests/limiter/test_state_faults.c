@@ -54,18 +54,6 @@ static char me[32];
 
 #define aerr() L.accLastError()
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  char *buf = malloc(1 << 20);
-  *len = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-  fclose(f);
-  if (buf)
-    buf[*len] = 0;
-  return buf;
-}
-
 static void spit(const char *path, const char *text, size_t len) {
   char tmp[PATH_MAX + 32];
   snprintf(tmp, sizeof tmp, "%s.c-test", path);

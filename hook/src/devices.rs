@@ -21,9 +21,49 @@ static UUIDS: [OnceLock<String>; MAX_ORDINALS] = [const { OnceLock::new() }; MAX
 /// per process (a slot stays valid while the process that resolved it
 /// lives), so the child asks again; the UUIDs stay.
 pub fn forget_slots() {
-    for s in &SLOTS {
+    for s in SLOTS.iter().chain(&NVML_SLOTS) {
         s.store(0, Release);
     }
+}
+
+/// NVML device handles the view has met: (handle, UUID text), each with
+/// its limiter slot (slot + 1; 0: not looked up). NVML's handles name the
+/// same device for the life of the process (they point into NVML's own
+/// device table), so a handle's UUID is asked once.
+const MAX_NVML: usize = 64;
+static NVML_UUIDS: [OnceLock<(usize, String)>; MAX_NVML] = [const { OnceLock::new() }; MAX_NVML];
+static NVML_SLOTS: [AtomicUsize; MAX_NVML] = [const { AtomicUsize::new(0) }; MAX_NVML];
+
+/// The device (slot, UUID text) of an NVML handle; `uuid` asks NVML on
+/// first use. None: NVML cannot name it, the limiter does not know it, or
+/// more handles than the hook keeps.
+pub fn nvml_device(
+    handle: usize,
+    uuid: impl FnOnce() -> Option<String>,
+) -> Option<(usize, &'static str)> {
+    let mut uuid = Some(uuid);
+    let mut text: Option<String> = None;
+    for (cell, slot) in NVML_UUIDS.iter().zip(&NVML_SLOTS) {
+        let (h, t) = match cell.get() {
+            Some(e) => e,
+            None => {
+                if text.is_none() {
+                    text = Some((uuid.take()?)()?);
+                }
+                cell.get_or_init(|| (handle, text.clone().unwrap_or_default()))
+            }
+        };
+        if *h != handle {
+            continue;
+        }
+        if let s @ 1.. = slot.load(Acquire) {
+            return Some((s - 1, t));
+        }
+        let s = limits::device(t).ok()?;
+        slot.store(s + 1, Release);
+        return Some((s, t));
+    }
+    None
 }
 
 /// A device the limiter knows.

@@ -37,6 +37,7 @@
 #![allow(non_snake_case)]
 
 use crate::context::{self, Contexts};
+use crate::limits;
 use crate::memory::{self, Allocated, CuResult, Driver, Kind, Target, CUDA_SUCCESS};
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
@@ -81,6 +82,26 @@ pub struct Array3dDescriptor {
     width: usize,
     height: usize,
     depth: usize,
+    format: c_uint,
+    channels: c_uint,
+    flags: c_uint,
+}
+
+/// `CUDA_ARRAY_DESCRIPTOR_v1` (cuda.h, CUDA < 3.2: 32-bit sizes).
+#[repr(C)]
+pub struct ArrayDescriptorV1 {
+    width: c_uint,
+    height: c_uint,
+    format: c_uint,
+    channels: c_uint,
+}
+
+/// `CUDA_ARRAY3D_DESCRIPTOR_v1` (cuda.h, CUDA < 3.2).
+#[repr(C)]
+pub struct Array3dDescriptorV1 {
+    width: c_uint,
+    height: c_uint,
+    depth: c_uint,
     format: c_uint,
     channels: c_uint,
     flags: c_uint,
@@ -305,7 +326,9 @@ table!(Cu, CUDA_HOOKS {
     GetProcAddress = c"cuGetProcAddress" => cuGetProcAddress as *const c_void,
     GetProcAddressV2 = c"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const c_void,
     MemAllocV2 = c"cuMemAlloc_v2" => cuMemAlloc_v2 as *const c_void,
+    MemAlloc = c"cuMemAlloc" => cuMemAlloc as *const c_void,
     MemAllocPitchV2 = c"cuMemAllocPitch_v2" => cuMemAllocPitch_v2 as *const c_void,
+    MemAllocPitch = c"cuMemAllocPitch" => cuMemAllocPitch as *const c_void,
     MemAllocManaged = c"cuMemAllocManaged" => cuMemAllocManaged as *const c_void,
     MemAllocAsync = c"cuMemAllocAsync" => cuMemAllocAsync as *const c_void,
     MemAllocAsyncPtsz = c"cuMemAllocAsync_ptsz" => cuMemAllocAsync_ptsz as *const c_void,
@@ -315,8 +338,11 @@ table!(Cu, CUDA_HOOKS {
     MemCreate = c"cuMemCreate" => cuMemCreate as *const c_void,
     ArrayCreateV2 = c"cuArrayCreate_v2" => cuArrayCreate_v2 as *const c_void,
     Array3DCreateV2 = c"cuArray3DCreate_v2" => cuArray3DCreate_v2 as *const c_void,
+    ArrayCreate = c"cuArrayCreate" => cuArrayCreate as *const c_void,
+    Array3DCreate = c"cuArray3DCreate" => cuArray3DCreate as *const c_void,
     MipmappedArrayCreate = c"cuMipmappedArrayCreate" => cuMipmappedArrayCreate as *const c_void,
     MemFreeV2 = c"cuMemFree_v2" => cuMemFree_v2 as *const c_void,
+    MemFree = c"cuMemFree" => cuMemFree as *const c_void,
     MemFreeAsync = c"cuMemFreeAsync" => cuMemFreeAsync as *const c_void,
     MemFreeAsyncPtsz = c"cuMemFreeAsync_ptsz" => cuMemFreeAsync_ptsz as *const c_void,
     MemRelease = c"cuMemRelease" => cuMemRelease as *const c_void,
@@ -324,6 +350,8 @@ table!(Cu, CUDA_HOOKS {
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
     DeviceTotalMemV2 = c"cuDeviceTotalMem_v2" => cuDeviceTotalMem_v2 as *const c_void,
+    MemGetInfo = c"cuMemGetInfo" => cuMemGetInfo as *const c_void,
+    DeviceTotalMem = c"cuDeviceTotalMem" => cuDeviceTotalMem as *const c_void,
     LaunchKernel = c"cuLaunchKernel" => launch::cuLaunchKernel as *const c_void,
     LaunchKernelPtsz = c"cuLaunchKernel_ptsz" => launch::cuLaunchKernel_ptsz as *const c_void,
     LaunchKernelEx = c"cuLaunchKernelEx" => launch::cuLaunchKernelEx as *const c_void,
@@ -337,12 +365,16 @@ table!(Cu, CUDA_HOOKS {
     CtxCreateV2 = c"cuCtxCreate_v2" => cuCtxCreate_v2 as *const c_void,
     CtxCreateV3 = c"cuCtxCreate_v3" => cuCtxCreate_v3 as *const c_void,
     CtxCreateV4 = c"cuCtxCreate_v4" => cuCtxCreate_v4 as *const c_void,
+    CtxCreate = c"cuCtxCreate" => cuCtxCreate as *const c_void,
     CtxDestroyV2 = c"cuCtxDestroy_v2" => cuCtxDestroy_v2 as *const c_void,
+    CtxDestroy = c"cuCtxDestroy" => cuCtxDestroy as *const c_void,
     PrimaryCtxRetain = c"cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain as *const c_void,
     PrimaryCtxReleaseV2 = c"cuDevicePrimaryCtxRelease_v2"
         => cuDevicePrimaryCtxRelease_v2 as *const c_void,
     PrimaryCtxResetV2 = c"cuDevicePrimaryCtxReset_v2"
         => cuDevicePrimaryCtxReset_v2 as *const c_void,
+    PrimaryCtxRelease = c"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *const c_void,
+    PrimaryCtxReset = c"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *const c_void,
     MemPoolCreate = c"cuMemPoolCreate" => cuMemPoolCreate as *const c_void,
     MemPoolDestroy = c"cuMemPoolDestroy" => cuMemPoolDestroy as *const c_void,
     DeviceGetDefaultMemPool = c"cuDeviceGetDefaultMemPool"
@@ -671,6 +703,24 @@ macro_rules! pointer_alloc {
 }
 
 pointer_alloc!(cuMemAlloc_v2, Cu::MemAllocV2, Target::Context);
+
+/// The 32-bit v1 (CUDA < 3.2): 32-bit size and address.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_uint, bytesize: c_uint) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_uint, c_uint) -> CuResult;
+    let real = real_or_return!(Cu::MemAlloc, F);
+    if dptr.is_null() {
+        return real(dptr, bytesize);
+    }
+    allocate_into(
+        Target::Context,
+        Kind::Pointer,
+        bytesize as u64,
+        dptr,
+        |p| p as u64,
+        || real(dptr, bytesize),
+    )
+}
 pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, Target::Context, flags: c_uint);
 // Stream-ordered: from the current pool of the stream's device.
 pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, Target::Current, stream: CUstream);
@@ -714,31 +764,56 @@ macro_rules! pool_alloc {
 pool_alloc!(cuMemAllocFromPoolAsync, Cu::MemAllocFromPoolAsync);
 pool_alloc!(cuMemAllocFromPoolAsync_ptsz, Cu::MemAllocFromPoolAsyncPtsz);
 
-#[no_mangle]
-pub unsafe extern "C" fn cuMemAllocPitch_v2(
-    dptr: *mut CUdeviceptr,
-    pPitch: *mut usize,
-    WidthInBytes: usize,
-    Height: usize,
-    ElementSizeBytes: c_uint,
+/// A pitched allocation of `height` rows of `width` bytes by the driver's
+/// `call`, after which `got` reads (address, pitch): charged first at the
+/// widest pitch, then settled at the driver's.
+unsafe fn pitched(
+    width: u64,
+    height: u64,
+    call: impl FnOnce() -> CuResult,
+    got: impl FnOnce() -> (u64, u64),
 ) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, usize, usize, c_uint) -> CuResult;
-    let real = real_or_return!(Cu::MemAllocPitchV2, F);
-    if dptr.is_null() || pPitch.is_null() {
-        return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    }
-    let bound = memory::pitch_bound(WidthInBytes as u64, Height as u64);
+    let bound = memory::pitch_bound(width, height);
     boundary(CUDA_ERROR_UNKNOWN, || {
         memory::allocate(&Cuda, Target::Context, Kind::Pointer, bound, || {
-            let result = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-            let taken = (*pPitch as u64).saturating_mul(Height as u64);
+            let result = call();
+            let (ptr, pitch) = got();
             Allocated {
                 result,
-                key: Some((*dptr, Some(taken))),
+                key: Some((ptr, Some(pitch.saturating_mul(height)))),
             }
         })
     })
 }
+
+/// `cuMemAllocPitch_v2` and the 32-bit v1 (CUDA < 3.2): pointer and size types.
+macro_rules! pitch_alloc {
+    ($name:ident, $id:expr, $ptr:ty, $size:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut $ptr,
+            pPitch: *mut $size,
+            WidthInBytes: $size,
+            Height: $size,
+            ElementSizeBytes: c_uint,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut $ptr, *mut $size, $size, $size, c_uint) -> CuResult;
+            let real = real_or_return!($id, F);
+            if dptr.is_null() || pPitch.is_null() {
+                return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+            }
+            pitched(
+                WidthInBytes as u64,
+                Height as u64,
+                || real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes),
+                || (*dptr as u64, *pPitch as u64),
+            )
+        }
+    };
+}
+
+pitch_alloc!(cuMemAllocPitch_v2, Cu::MemAllocPitchV2, CUdeviceptr, usize);
+pitch_alloc!(cuMemAllocPitch, Cu::MemAllocPitch, c_uint, c_uint);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemCreate(
@@ -771,55 +846,64 @@ pub unsafe extern "C" fn cuMemCreate(
     )
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuArrayCreate_v2(
-    pHandle: *mut CUarray,
-    pAllocateArray: *const ArrayDescriptor,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUarray, *const ArrayDescriptor) -> CuResult;
-    let real = real_or_return!(Cu::ArrayCreateV2, F);
-    if pHandle.is_null() || pAllocateArray.is_null() {
-        return real(pHandle, pAllocateArray);
-    }
-    let d = &*pAllocateArray;
-    let bytes = memory::array_bytes(d.width as u64, d.height as u64, 0, d.format, d.channels);
-    allocate_into(
-        Target::Context,
-        Kind::Array,
-        bytes,
-        pHandle,
-        handle_key,
-        || real(pHandle, pAllocateArray),
-    )
+/// The bytes an array descriptor asks for.
+trait ArrayShape {
+    fn bytes(&self) -> u64;
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuArray3DCreate_v2(
-    pHandle: *mut CUarray,
-    pAllocateArray: *const Array3dDescriptor,
-) -> CuResult {
-    type F = unsafe extern "C" fn(*mut CUarray, *const Array3dDescriptor) -> CuResult;
-    let real = real_or_return!(Cu::Array3DCreateV2, F);
-    if pHandle.is_null() || pAllocateArray.is_null() {
-        return real(pHandle, pAllocateArray);
-    }
-    let d = &*pAllocateArray;
-    let bytes = memory::array_bytes(
-        d.width as u64,
-        d.height as u64,
-        d.depth as u64,
-        d.format,
-        d.channels,
-    );
-    allocate_into(
-        Target::Context,
-        Kind::Array,
-        bytes,
-        pHandle,
-        handle_key,
-        || real(pHandle, pAllocateArray),
-    )
+macro_rules! array_shape {
+    ($desc:ty, |$d:ident| $depth:expr) => {
+        impl ArrayShape for $desc {
+            fn bytes(&self) -> u64 {
+                let $d = self;
+                memory::array_bytes(
+                    $d.width as u64,
+                    $d.height as u64,
+                    $depth,
+                    $d.format,
+                    $d.channels,
+                )
+            }
+        }
+    };
 }
+
+array_shape!(ArrayDescriptor, |d| 0);
+array_shape!(Array3dDescriptor, |d| d.depth as u64);
+array_shape!(ArrayDescriptorV1, |d| 0);
+array_shape!(Array3dDescriptorV1, |d| d.depth as u64);
+
+/// The array creations: `_v2` and the v1 of CUDA < 3.2 (descriptors of
+/// 32-bit sizes).
+macro_rules! array_create {
+    ($name:ident, $id:expr, $desc:ty) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            pHandle: *mut CUarray,
+            pAllocateArray: *const $desc,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut CUarray, *const $desc) -> CuResult;
+            let real = real_or_return!($id, F);
+            if pHandle.is_null() || pAllocateArray.is_null() {
+                return real(pHandle, pAllocateArray);
+            }
+            let bytes = (*pAllocateArray).bytes();
+            allocate_into(
+                Target::Context,
+                Kind::Array,
+                bytes,
+                pHandle,
+                handle_key,
+                || real(pHandle, pAllocateArray),
+            )
+        }
+    };
+}
+
+array_create!(cuArrayCreate_v2, Cu::ArrayCreateV2, ArrayDescriptor);
+array_create!(cuArray3DCreate_v2, Cu::Array3DCreateV2, Array3dDescriptor);
+array_create!(cuArrayCreate, Cu::ArrayCreate, ArrayDescriptorV1);
+array_create!(cuArray3DCreate, Cu::Array3DCreate, Array3dDescriptorV1);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMipmappedArrayCreate(
@@ -869,6 +953,7 @@ macro_rules! release {
 }
 
 release!(cuMemFree_v2, Cu::MemFreeV2, Kind::Pointer, dptr: CUdeviceptr);
+release!(cuMemFree, Cu::MemFree, Kind::Pointer, dptr: c_uint);
 release!(cuMemFreeAsync, Cu::MemFreeAsync, Kind::Pointer, dptr: CUdeviceptr, stream: CUstream);
 release!(cuMemFreeAsync_ptsz, Cu::MemFreeAsyncPtsz, Kind::Pointer, dptr: CUdeviceptr,
          stream: CUstream);
@@ -918,6 +1003,21 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
     new_context(pctx, dev, || real(pctx, flags, dev))
 }
 
+/// v1: the same arguments as `_v2` (CUDA < 3.2).
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxCreate(
+    pctx: *mut CUcontext,
+    flags: c_uint,
+    dev: CUdevice,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUcontext, c_uint, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::CtxCreate, F);
+    if pctx.is_null() {
+        return real(pctx, flags, dev);
+    }
+    new_context(pctx, dev, || real(pctx, flags, dev))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxCreate_v3(
     pctx: *mut CUcontext,
@@ -949,14 +1049,22 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
     new_context(pctx, dev, || real(pctx, ctxCreateParams, flags, dev))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CuResult {
-    type F = unsafe extern "C" fn(CUcontext) -> CuResult;
-    let real = real_or_return!(Cu::CtxDestroyV2, F);
-    boundary(CUDA_ERROR_UNKNOWN, || {
-        context::destroy(ctx as u64, || real(ctx))
-    })
+/// `cuCtxDestroy_v2` and its v1 (CUDA < 4.0), which takes the same argument.
+macro_rules! ctx_destroy {
+    ($name:ident, $id:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(ctx: CUcontext) -> CuResult {
+            type F = unsafe extern "C" fn(CUcontext) -> CuResult;
+            let real = real_or_return!($id, F);
+            boundary(CUDA_ERROR_UNKNOWN, || {
+                context::destroy(ctx as u64, || real(ctx))
+            })
+        }
+    };
 }
+
+ctx_destroy!(cuCtxDestroy_v2, Cu::CtxDestroyV2);
+ctx_destroy!(cuCtxDestroy, Cu::CtxDestroy);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CuResult {
@@ -981,7 +1089,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
     })
 }
 
-/// `cuDevicePrimaryCtxRelease_v2` and `cuDevicePrimaryCtxReset_v2`.
+/// `cuDevicePrimaryCtxRelease[_v2]` and `cuDevicePrimaryCtxReset[_v2]`: the
+/// v1 functions (what the CUDA runtime asks for, at version 7000, through
+/// 13.x) and the `_v2` ones (11.0) end a primary context alike.
 macro_rules! primary_end {
     ($name:ident, $id:expr, $all:expr) => {
         #[no_mangle]
@@ -997,6 +1107,8 @@ macro_rules! primary_end {
 
 primary_end!(cuDevicePrimaryCtxRelease_v2, Cu::PrimaryCtxReleaseV2, false);
 primary_end!(cuDevicePrimaryCtxReset_v2, Cu::PrimaryCtxResetV2, true);
+primary_end!(cuDevicePrimaryCtxRelease, Cu::PrimaryCtxRelease, false);
+primary_end!(cuDevicePrimaryCtxReset, Cu::PrimaryCtxReset, true);
 
 // ---- memory pools: where each allocates -------------------------------------------------
 
@@ -1074,6 +1186,33 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -
 }
 
 // ---- the virtualized view -------------------------------------------------------------
+//
+// Inert (no worker): the driver's answer and nothing else, no call the
+// program did not make; so with the limiter's state unusable. Under a
+// worker: the device named once (then cached), the worker's usage read from
+// its books (`shm::own_usage_on`).
+
+/// The partition (free, total) of the current context's device, given the
+/// driver's free memory; None: report the driver's figures.
+fn current_partition(driver_free: u64) -> Option<(u64, u64)> {
+    if !limits::active() || limits::broken() {
+        return None;
+    }
+    boundary(None, || {
+        let o = Cuda.current_device()?;
+        memory::partition(memory::view_device(&Cuda, o), driver_free)
+    })
+}
+
+/// The partition of device `dev` (its total), given the driver's total.
+fn device_partition(dev: CUdevice, driver_total: u64) -> Option<(u64, u64)> {
+    if !limits::active() || limits::broken() {
+        return None;
+    }
+    boundary(None, || {
+        memory::partition(memory::view_device(&Cuda, dev), driver_total)
+    })
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult {
@@ -1081,15 +1220,29 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
     let real = real_or_return!(Cu::MemGetInfoV2, F);
     let r = real(free, total);
     if r == CUDA_SUCCESS && !free.is_null() && !total.is_null() {
-        let view = boundary(None, || {
-            let o = Cuda.current_device()?;
-            memory::partition(memory::uuid_of(&Cuda, o), *free as u64)
-        });
-        if let Some((f, t)) = view {
+        if let Some((f, t)) = current_partition(*free as u64) {
             (*free, *total) = (f as usize, t as usize);
         }
     }
     r
+}
+
+/// The 32-bit v1 (CUDA < 3.2; the driver clamps its figures to 4 GiB − 1).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetInfo(free: *mut c_uint, total: *mut c_uint) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_uint, *mut c_uint) -> CuResult;
+    let real = real_or_return!(Cu::MemGetInfo, F);
+    let r = real(free, total);
+    if r == CUDA_SUCCESS && !free.is_null() && !total.is_null() {
+        if let Some((f, t)) = current_partition(*free as u64) {
+            (*free, *total) = (clamp32(f), clamp32(t));
+        }
+    }
+    r
+}
+
+fn clamp32(v: u64) -> c_uint {
+    v.min(c_uint::MAX as u64) as c_uint
 }
 
 #[no_mangle]
@@ -1098,11 +1251,22 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
     let real = real_or_return!(Cu::DeviceTotalMemV2, F);
     let r = real(bytes, dev);
     if r == CUDA_SUCCESS && !bytes.is_null() {
-        let view = boundary(None, || {
-            memory::partition(memory::uuid_of(&Cuda, dev), *bytes as u64)
-        });
-        if let Some((_, t)) = view {
+        if let Some((_, t)) = device_partition(dev, *bytes as u64) {
             *bytes = t as usize;
+        }
+    }
+    r
+}
+
+/// The 32-bit v1 (CUDA < 3.2).
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut c_uint, dev: CUdevice) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_uint, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::DeviceTotalMem, F);
+    let r = real(bytes, dev);
+    if r == CUDA_SUCCESS && !bytes.is_null() {
+        if let Some((_, t)) = device_partition(dev, *bytes as u64) {
+            *bytes = clamp32(t);
         }
     }
     r
@@ -1135,10 +1299,12 @@ unsafe fn nvml_memory<M>(
         return NVML_ERROR_UNINITIALIZED;
     };
     let r = real(device, out);
-    if r == NVML_SUCCESS && !out.is_null() {
+    if r == NVML_SUCCESS && !out.is_null() && limits::active() && !limits::broken() {
         let m = &mut *out;
         let view = boundary(None, || {
-            memory::partition(nvml_uuid(device).as_deref(), free(m))
+            // SAFETY: the handle the program passed, which NVML just accepted.
+            let d = crate::devices::nvml_device(device as usize, || unsafe { nvml_uuid(device) });
+            memory::partition(d, free(m))
         });
         if let Some((f, t)) = view {
             set(m, f, t);

@@ -177,16 +177,20 @@ pub fn give_back(slot: usize, bytes: u64) {
     }
 }
 
-/// The worker's usage and limit on a device; `None` when it has no limit
-/// there (or the hook is inert or the state unusable).
-pub fn view(uuid: &str) -> Option<(u64, u64)> {
+/// The worker's usage and limit on a device (its slot and UUID text);
+/// `None` when it has no limit there (or the hook is inert or the state
+/// unusable). The own books' O(1) view when this process has them mapped,
+/// else the limiter's full lookup.
+#[inline]
+pub fn view(slot: usize, uuid: &str) -> Option<(u64, u64)> {
     if !usable() {
         return None;
     }
-    match shm::worker_usage(worker()?, uuid) {
-        Ok((used, Some(limit))) => Some((used, limit)),
-        _ => None,
-    }
+    let (used, limit) = match shm::own_usage_on(slot) {
+        Some(v) => v,
+        None => shm::worker_usage(worker()?, uuid).ok()?,
+    };
+    Some((used, limit?))
 }
 
 // ---- compute (launch.rs, refresh.rs) ----------------------------------------------

@@ -345,19 +345,26 @@ pub fn pool_place(pool: u64) -> Option<Place> {
     POOLS.lock().get(&pool).copied()
 }
 
-/// The worker's partition on a device as (free, total): its limit as the
-/// total and what is left of it as free, never more than the driver's own
-/// free memory and never below 0. `None`: no limit there, report the
-/// driver's figures.
-pub fn partition(uuid: Option<&str>, driver_free: u64) -> Option<(u64, u64)> {
-    if !limits::active() {
-        return None;
-    }
-    let (used, limit) = limits::view(uuid?)?;
+/// The worker's partition on a device (its slot and UUID text) as (free,
+/// total): its limit as the total and what is left of it as free, never
+/// more than the driver's own free memory and never below 0. `None`: no
+/// limit there, report the driver's figures.
+#[inline]
+pub fn partition(device: Option<(usize, &str)>, driver_free: u64) -> Option<(u64, u64)> {
+    let (slot, uuid) = device?;
+    let (used, limit) = limits::view(slot, uuid)?;
     Some((limit.saturating_sub(used).min(driver_free), limit))
 }
 
-/// The UUID text of a CUDA device for [`partition`], learning it if needed.
+/// The device (limiter slot, UUID text) of a CUDA ordinal for
+/// [`partition`], learning it on first use.
+#[inline]
+pub fn view_device(drv: &impl Driver, ordinal: i32) -> Option<(usize, &'static str)> {
+    let d = devices::resolve(ordinal, |o| drv.uuid(o)).ok()??;
+    Some((d.slot, devices::uuid_of(d.ordinal)?))
+}
+
+/// The UUID text of a CUDA device, learning it if needed.
 pub fn uuid_of(drv: &impl Driver, ordinal: i32) -> Option<&'static str> {
     if !limits::active() {
         return None;

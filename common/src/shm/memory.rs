@@ -383,6 +383,46 @@ pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
     Ok((used, (limit != 0).then_some(limit)))
 }
 
+/// How often the usage view sweeps a worker's dead processes (and checks
+/// its books for truncation): at most once per device in this many
+/// nanoseconds, by whichever process of the worker asks first.
+const VIEW_SWEEP_NS: u64 = 100_000_000;
+
+/// [`worker_usage`] of the caller's own worker on its device slot `d` (from
+/// [`device_slot_for`]), the hook's `cuMemGetInfo` view: a few loads, no
+/// system call, whatever the number of the worker's processes. A process
+/// killed since the last sweep still counts until the next one (at most
+/// [`VIEW_SWEEP_NS`] later, or sooner when an allocation would block);
+/// sweeping is the part that walks every process, so it is shared by the
+/// worker's processes instead of paid per call. `None`: the books are not
+/// this process's own mapping (not registered yet, a forked child before its
+/// first call, another worker), or unusable: ask [`worker_usage`].
+#[inline]
+pub fn own_usage_on(d: usize) -> Option<(u64, Option<u64>)> {
+    let l = map::published()?;
+    let wd = l.wd.get(d)?;
+    let row = match limits::row(d) {
+        Some(r) => r,
+        None => limits::row_of(l, d).ok()?,
+    };
+    let now = map::monotonic_ns();
+    let last = wd.last_sweep_ns.load(Relaxed);
+    if now.saturating_sub(last) >= VIEW_SWEEP_NS
+        && wd
+            .last_sweep_ns
+            .compare_exchange(last, now, AcqRel, Relaxed)
+            .is_ok()
+    {
+        owner::check_size().ok()?;
+        sweep(l);
+    }
+    let limit = row.mem_limit.load(Acquire);
+    Some((
+        used_of(wd.usage.load(Acquire)),
+        (limit != 0).then_some(limit),
+    ))
+}
+
 /// [`check_memory`] for another process than the caller, in its worker's
 /// books.
 pub(super) fn check_memory_of(pid: i32, uuid: &str, delta: i64) -> Res<MemOutcome> {

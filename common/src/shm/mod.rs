@@ -83,7 +83,7 @@ pub use compute::{check_compute, check_compute_on, launch_on, ComputeOutcome, La
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
 pub use lifetime::{remove_worker, Removed};
-pub use memory::{check_memory, check_memory_on, worker_usage, MemOutcome};
+pub use memory::{check_memory, check_memory_on, own_usage_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
     limits, processes, set_compute_limit, set_compute_limit_for_caller, set_memory_limit,
