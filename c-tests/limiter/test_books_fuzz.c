@@ -1,0 +1,277 @@
+/* The host against a tenant's books (issue 23): every value the host reads
+ * from a worker's books is checked before use.
+ *
+ * - A forged usage word naming process slot >= 2048 (the tag has 12 bits,
+ *   the table 2,048 slots): limiterGetWorkerUsage refuses with
+ *   RESULT_ERROR_OPERATION_FAILED and a reason naming the slot, every time,
+ *   never RESULT_ERROR_INTERNAL (a panic caught at the boundary).
+ * - A fuzz over the books' content from the host's side: words at random
+ *   offsets of the header, device table, usage words and the first slots
+ *   set to random values (and random bits flipped), then the host's calls
+ *   on that worker (its usage, AddWorkerProcess for its live process, the
+ *   per-process memory and compute reports). Every call returns a
+ *   documented code, none RESULT_ERROR_INTERNAL; built with
+ *   -fsanitize=address,undefined (`make test-books-fuzz`).
+ *
+ * The worker's client is a separate process (this program run as
+ * "client"), so the host maps its books as another worker's.
+ *
+ * Usage: test_books_fuzz build/liblimiter.so build/libaccelerator.so [rounds] */
+#include "accelerator.h"
+#include "limiter.h"
+#include "../test_util.h"
+#include "limiter_load.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DEV0 "stub-device-0"
+#define MAGIC_BYTES 1234567ULL
+#define NAMED_BIT (1ULL << 43)
+#define MAX_BYTES (NAMED_BIT - 1)
+
+static char books[PATH_MAX + 64];
+
+/* A client of $ACCELERATOR_WORKER_ID: records `bytes` on DEV0, says "r",
+ * and lives until its stdin closes. */
+static int client(const char *lib, long long bytes) {
+  limiter_load(lib, NULL);
+  char self[32], b;
+  snprintf(self, sizeof self, "%d", (int)getpid());
+  MemoryOpRecord r;
+  if (L.mem(self, DEV0, bytes, &r) != RESULT_SUCCESS || r.shouldBlock)
+    return 1;
+  if (write(1, "r", 1) != 1)
+    return 1;
+  while (read(0, &b, 1) > 0) {
+  }
+  return 0;
+}
+
+/* Start a client of `worker` recording `bytes`; its pid, and the fd whose
+ * close ends it. */
+static pid_t start_client(const char *self_exe, const char *lib, const char *worker, long long bytes, int *stop) {
+  int in[2], out[2];
+  if (pipe(in) || pipe(out))
+    return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ACCELERATOR_WORKER_ID", worker, 1);
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    char b[32];
+    snprintf(b, sizeof b, "%lld", bytes);
+    execl(self_exe, self_exe, "client", lib, b, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  char b = 0;
+  if (read(out[0], &b, 1) != 1 || b != 'r') {
+    close(out[0]);
+    return -1;
+  }
+  close(out[0]);
+  *stop = in[1];
+  return pid;
+}
+
+/* The offset of the usage word that records `bytes` on DEV0 (found by
+ * content: the layout is the library's to change), -1 if none. */
+static off_t find_usage_word(int fd, uint64_t bytes, uint64_t *word) {
+  struct stat sb;
+  if (fstat(fd, &sb) != 0)
+    return -1;
+  size_t n = (size_t)sb.st_size / 8;
+  uint64_t *w = malloc(n * 8);
+  off_t at = -1;
+  if (w && pread(fd, w, n * 8, 0) == (ssize_t)(n * 8))
+    for (size_t i = 0; i < n; i += 8) /* 64-byte aligned lines */
+      if ((w[i] & MAX_BYTES) == bytes && (w[i] & NAMED_BIT)) {
+        at = (off_t)(i * 8);
+        *word = w[i];
+        break;
+      }
+  free(w);
+  return at;
+}
+
+/* A dead process of `worker` (SIGKILLed holding 4096 bytes): the host's
+ * next usage query reclaims it. */
+static void dead_client(const char *self_exe, const char *lib, const char *worker) {
+  int stop = -1;
+  pid_t d = start_client(self_exe, lib, worker, 4096, &stop);
+  CHECK(d > 0, "a second client of %s starts", worker);
+  if (d > 0) {
+    kill(d, SIGKILL);
+    waitpid(d, NULL, 0);
+    close(stop);
+  }
+}
+
+/* A usage word naming slot 3000: refused with its reason, never a panic;
+ * with a dead process to reclaim too (the reclaimer settles the word). */
+static void test_forged_slot(const char *self_exe, const char *lib) {
+  int stop = -1;
+  pid_t c = start_client(self_exe, lib, "forged-w", (long long)MAGIC_BYTES, &stop);
+  CHECK(c > 0, "a client of worker forged-w starts");
+  if (c <= 0)
+    return;
+  uint64_t u = 0, lim = 0;
+  EXPECT_RC_WITH(L.lastError, L.usage("forged-w", DEV0, &u, &lim), RESULT_SUCCESS);
+  CHECK(u == MAGIC_BYTES, "the host reads the worker's usage (%llu)", (unsigned long long)u);
+  snprintf(books, sizeof books, "%s/workers/forged-w/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  int fd = open(books, O_RDWR);
+  uint64_t w = 0;
+  off_t at = fd >= 0 ? find_usage_word(fd, MAGIC_BYTES, &w) : -1;
+  CHECK(at >= 0, "the usage word is found in %s", books);
+  uint64_t forged = (w & ~(0xfffULL << 44)) | 3000ULL << 44;
+  CHECK(at >= 0 && pwrite(fd, &forged, 8, at) == 8, "forge it to name slot 3000");
+  int internal = 0, refused = 0;
+  for (int i = 0; i < 100; i++) {
+    int rc = L.usage("forged-w", DEV0, &u, &lim);
+    internal += rc == RESULT_ERROR_INTERNAL;
+    refused += rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.lastError(), "slot 3000") &&
+               strstr(L.lastError(), "forged-w");
+  }
+  CHECK(internal == 0 && refused == 100,
+        "100 usage queries on the forged word: %d refused naming the slot, %d internal errors (%s)", refused,
+        internal, L.lastError());
+  /* A dead process to reclaim: the query's sweep frees its bytes through
+   * the usage protocol, which meets the forged word first. */
+  if (at >= 0)
+    CHECK(pwrite(fd, &w, 8, at) == 8, "put the word back");
+  dead_client(self_exe, lib, "forged-w");
+  at = fd >= 0 ? find_usage_word(fd, MAGIC_BYTES + 4096, &w) : -1;
+  forged = (w & ~(0xfffULL << 44)) | 3000ULL << 44;
+  CHECK(at >= 0 && pwrite(fd, &forged, 8, at) == 8, "forge the word again");
+  int rc = L.usage("forged-w", DEV0, &u, &lim);
+  CHECK(rc == RESULT_SUCCESS || (rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.lastError(), "slot 3000")),
+        "a usage query that reclaims a dead process past the forged word: served or refused with its reason "
+        "(%d: %s)",
+        rc, L.lastError());
+  if (at >= 0)
+    CHECK(pwrite(fd, &w, 8, at) == 8, "put the word back");
+  EXPECT_RC_WITH(L.lastError, L.usage("forged-w", DEV0, &u, &lim), RESULT_SUCCESS);
+  if (fd >= 0)
+    close(fd);
+  close(stop);
+  waitpid(c, NULL, 0);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t next(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+static int documented(int rc) {
+  return rc == RESULT_SUCCESS || rc == RESULT_ERROR_NOT_FOUND || rc == RESULT_ERROR_OPERATION_FAILED ||
+         rc == RESULT_ERROR_RESOURCE_EXHAUSTED || rc == RESULT_ERROR_INVALID_PARAM;
+}
+
+/* Random content in the first `span` bytes of a live worker's books, then
+ * the host's calls on it; the books are put back after each round. */
+static void test_fuzz(const char *self_exe, const char *lib, int rounds) {
+  int stop = -1;
+  pid_t c = start_client(self_exe, lib, "fuzz-w", (long long)MAGIC_BYTES, &stop);
+  CHECK(c > 0, "a client of worker fuzz-w starts");
+  if (c <= 0)
+    return;
+  char pid_c[32];
+  snprintf(pid_c, sizeof pid_c, "%d", (int)c);
+  snprintf(books, sizeof books, "%s/workers/fuzz-w/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  int fd = open(books, O_RDWR);
+  uint64_t w = 0;
+  off_t usage_at = fd >= 0 ? find_usage_word(fd, MAGIC_BYTES, &w) : -1;
+  CHECK(usage_at >= 0, "the usage word is found");
+  if (usage_at < 0)
+    return;
+  /* A dead process too: each round's first query reclaims it (the copy
+   * put back after each round brings it back). */
+  dead_client(self_exe, lib, "fuzz-w");
+  /* Header, device table, usage words and the first 8 slots (the client's
+   * is the first). */
+  size_t span = (size_t)usage_at + 64 * 64 + 8 * 4096;
+  uint8_t *pristine = malloc(span);
+  CHECK(pristine && pread(fd, pristine, span, 0) == (ssize_t)span, "keep the books' first %zu bytes", span);
+  static MemoryUtilization mu[4096];
+  static ComputeUtilization cu[4096];
+  long calls = 0, bad = 0, internal = 0;
+  for (int r = 0; r < rounds; r++) {
+    int edits = 1 + (int)(next() % 8);
+    for (int e = 0; e < edits; e++) {
+      /* Half the edits hit the usage line, the rest anywhere in the span. */
+      off_t at = next() % 2 ? usage_at + (off_t)(next() % 8) * 8 : (off_t)(next() % (span / 8)) * 8;
+      uint64_t v = 0;
+      if (pread(fd, &v, 8, at) != 8)
+        break;
+      switch (next() % 4) {
+      case 0: v = next(); break;                     /* any word */
+      case 1: v ^= 1ULL << (next() % 64); break;     /* one bit */
+      case 2: v = next() & 0xffff; break;            /* a small number */
+      default: v |= 0xfffULL << 44 | NAMED_BIT; break; /* a named high slot */
+      }
+      if (pwrite(fd, &v, 8, at) != 8)
+        break;
+    }
+    uint64_t u = 0, lim = 0;
+    size_t n = 0;
+    int rcs[4] = {
+        L.usage("fuzz-w", DEV0, &u, &lim),
+        L.addProcess(DEV0, pid_c),
+        L.procMem(mu, 4096, &n),
+        L.procCompute(cu, 4096, &n),
+    };
+    for (int k = 0; k < 4; k++) {
+      calls++;
+      internal += rcs[k] == RESULT_ERROR_INTERNAL;
+      if (!documented(rcs[k]) && bad++ < 5)
+        printf("  round %d call %d: %d\n", r, k, rcs[k]);
+    }
+    if (rcs[0] == RESULT_SUCCESS && u > MAX_BYTES && bad++ < 5)
+      printf("  round %d: usage %llu past the books' range\n", r, (unsigned long long)u);
+    if (pwrite(fd, pristine, span, 0) != (ssize_t)span)
+      break;
+  }
+  printf("  fuzz: %d rounds, %ld host calls on random books content: %ld internal errors, %ld undocumented\n",
+         rounds, calls, internal, bad);
+  CHECK(calls == 4L * rounds && internal == 0 && bad == 0,
+        "every host call on fuzzed books returns a documented code, none an internal error");
+  uint64_t u = 0, lim = 0;
+  EXPECT_RC_WITH(L.lastError, L.usage("fuzz-w", DEV0, &u, &lim), RESULT_SUCCESS);
+  free(pristine);
+  close(fd);
+  close(stop);
+  waitpid(c, NULL, 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "client") == 0)
+    return client(argv[2], atoll(argv[3]));
+  if (argc < 3 || !getenv("ACCELERATOR_STATE_DIR")) {
+    fprintf(stderr, "usage: ACCELERATOR_STATE_DIR=dir %s liblimiter.so libaccelerator.so [rounds]\n", argv[0]);
+    return 2;
+  }
+  int rounds = argc > 3 ? atoi(argv[3]) : 300;
+  char self_exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+  self_exe[n > 0 ? n : 0] = 0;
+  unsetenv("ACCELERATOR_WORKER_ID"); /* this process is the host */
+  limiter_load(argv[1], argv[2]);
+  test_forged_slot(self_exe, argv[1]);
+  test_fuzz(self_exe, argv[1], rounds);
+  limiter_unload();
+  return test_summary();
+}
