@@ -11,6 +11,8 @@
 
 pub mod abi;
 mod api;
+#[cfg(any(feature = "nvidia", feature = "ascend"))]
+mod fork_lock;
 mod hostfiles;
 mod hypervisor;
 mod log;

@@ -8,8 +8,8 @@
 //! never unloaded, so the function pointers stay valid for the process.
 
 use super::error::AscendError;
+use crate::fork_lock::ForkMutex;
 use libloading::Library;
-use parking_lot::Mutex;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::sync::OnceLock;
 
@@ -312,11 +312,14 @@ pub enum Feature {
     Vnpu,
 }
 
+/// Serializes this process's DCMI calls (one library per process:
+/// `shared`). Held around `fork()` by the vendor's fork handler (`mod.rs`).
+pub(super) static LOCK: ForkMutex<()> = ForkMutex::new(());
+
 pub struct Dcmi {
     _lib: Library,
     req: Required,
     opt: Optional,
-    lock: Mutex<()>,
     pub path: String,
     /// Optional symbols this library lacks (for the log and the docs).
     pub missing: Vec<&'static str>,
@@ -427,11 +430,10 @@ impl Dcmi {
             _lib: lib,
             req,
             opt,
-            lock: Mutex::new(()),
             path,
             missing,
         };
-        let _g = dcmi.lock.lock();
+        let _g = LOCK.lock();
         // SAFETY: documented signature, no arguments.
         check("dcmi_init", unsafe { (dcmi.req.init)() })?;
         drop(_g);
@@ -453,7 +455,7 @@ impl Dcmi {
 
     /// Run `f` with the DCMI lock held.
     fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _g = self.lock.lock();
+        let _g = LOCK.lock();
         f()
     }
 
