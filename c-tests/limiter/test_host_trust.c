@@ -13,10 +13,16 @@
  *   documented code, none RESULT_ERROR_INTERNAL; built with
  *   -fsanitize=address,undefined (`make test-books-fuzz`).
  *
+ * - limits.shm truncated under a running host and a running client (last:
+ *   it leaves the file cut): neither dies of SIGBUS. The host's calls on
+ *   the limits (a hard limit, a freeze, a usage query) are refused with an
+ *   error saying the file was truncated; the client goes on, with no
+ *   limits (it fails open, docs/hypervisor.md), and says so on stderr.
+ *
  * The worker's client is a separate process (this program run as
  * "client"), so the host maps its books as another worker's.
  *
- * Usage: test_books_fuzz build/liblimiter.so build/libaccelerator.so [rounds] */
+ * Usage: test_host_trust build/liblimiter.so build/libaccelerator.so [rounds] */
 #include "accelerator.h"
 #include "limiter.h"
 #include "../test_util.h"
@@ -39,8 +45,9 @@
 static char books[PATH_MAX + 64];
 
 /* A client of $ACCELERATOR_WORKER_ID: records `bytes` on DEV0, says "r",
- * and lives until its stdin closes. */
-static int client(const char *lib, long long bytes) {
+ * and lives until its stdin closes; with `busy`, allocating and freeing
+ * 4 KiB meanwhile (exit status: the calls that failed, capped). */
+static int client(const char *lib, long long bytes, int busy) {
   limiter_load(lib, NULL);
   char self[32], b;
   snprintf(self, sizeof self, "%d", (int)getpid());
@@ -49,14 +56,26 @@ static int client(const char *lib, long long bytes) {
     return 1;
   if (write(1, "r", 1) != 1)
     return 1;
-  while (read(0, &b, 1) > 0) {
+  int bad = 0;
+  if (busy)
+    fcntl(0, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    ssize_t n = read(0, &b, 1);
+    if (n == 0 || (n < 0 && errno != EAGAIN))
+      break;
+    if (busy) {
+      bad += L.mem(self, DEV0, 4096, &r) != RESULT_SUCCESS || r.shouldBlock;
+      bad += L.mem(self, DEV0, -4096, &r) != RESULT_SUCCESS;
+      usleep(200);
+    }
   }
-  return 0;
+  return bad > 100 ? 100 : bad;
 }
 
 /* Start a client of `worker` recording `bytes`; its pid, and the fd whose
  * close ends it. */
-static pid_t start_client(const char *self_exe, const char *lib, const char *worker, long long bytes, int *stop) {
+static pid_t start_client_as(const char *self_exe, const char *lib, const char *worker, long long bytes, int busy,
+                             int *stop) {
   int in[2], out[2];
   if (pipe(in) || pipe(out))
     return -1;
@@ -70,7 +89,7 @@ static pid_t start_client(const char *self_exe, const char *lib, const char *wor
     close(out[0]);
     char b[32];
     snprintf(b, sizeof b, "%lld", bytes);
-    execl(self_exe, self_exe, "client", lib, b, (char *)NULL);
+    execl(self_exe, self_exe, busy ? "busy-client" : "client", lib, b, (char *)NULL);
     _exit(127);
   }
   close(in[0]);
@@ -83,6 +102,10 @@ static pid_t start_client(const char *self_exe, const char *lib, const char *wor
   close(out[0]);
   *stop = in[1];
   return pid;
+}
+
+static pid_t start_client(const char *self_exe, const char *lib, const char *worker, long long bytes, int *stop) {
+  return start_client_as(self_exe, lib, worker, bytes, 0, stop);
 }
 
 /* The offset of the usage word that records `bytes` on DEV0 (found by
@@ -257,9 +280,64 @@ static void test_fuzz(const char *self_exe, const char *lib, int rounds) {
   waitpid(c, NULL, 0);
 }
 
+/* The host's calls on the limits once limits.shm was cut under it, in a
+ * child (the host's state is inherited; a SIGBUS ends the child, not the
+ * test): exit status 0 if each was refused as truncated. */
+static int host_after_cut(void) {
+  WorkerFreezeState fs;
+  uint64_t u = 0, lim = 0;
+  int bad = 0;
+  int rc = L.setMem("cut-w2", DEV0, 1 << 20);
+  bad += !(rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.accLastError(), "truncated"));
+  if (bad)
+    printf("  a hard limit after the cut: %d %s\n", rc, L.accLastError());
+  rc = L.freeze("cut-w", &fs);
+  bad += !(rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.lastError(), "truncated"));
+  rc = L.usage("cut-w", DEV0, &u, &lim);
+  bad += !(rc == RESULT_ERROR_OPERATION_FAILED && strstr(L.lastError(), "truncated"));
+  if (bad)
+    printf("  after the cut: usage %d %s\n", rc, L.lastError());
+  static MemoryUtilization mu[256];
+  size_t n = 0;
+  bad += L.procMem(mu, 256, &n) != RESULT_SUCCESS;
+  return bad;
+}
+
+static void test_limits_cut(const char *self_exe, const char *lib) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/limits.shm", getenv("ACCELERATOR_STATE_DIR"));
+  EXPECT_RC_WITH(L.accLastError, L.setMem("cut-w", DEV0, 1 << 30), RESULT_SUCCESS);
+  uint64_t u = 0, lim = 0;
+  int stop = -1;
+  pid_t c = start_client_as(self_exe, lib, "cut-w", 4096, 1, &stop);
+  CHECK(c > 0, "a busy client of worker cut-w starts");
+  EXPECT_RC_WITH(L.lastError, L.usage("cut-w", DEV0, &u, &lim), RESULT_SUCCESS);
+  CHECK(lim == 1 << 30, "the host reads its limit (%llu)", (unsigned long long)lim);
+  usleep(50000);
+  CHECK(truncate(path, 0) == 0, "truncate limits.shm: %s", strerror(errno));
+  fflush(NULL);
+  pid_t host = fork();
+  if (host == 0)
+    _exit(host_after_cut());
+  int st = 0;
+  waitpid(host, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "the host lives through the cut and refuses its calls on the limits as truncated (%s %d)",
+        WIFSIGNALED(st) ? "killed by signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  usleep(100000); /* the client keeps allocating meanwhile */
+  if (c > 0) {
+    close(stop);
+    waitpid(c, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the client lives on and its calls succeed (%s %d)",
+          WIFSIGNALED(st) ? "killed by signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "client") == 0)
-    return client(argv[2], atoll(argv[3]));
+    return client(argv[2], atoll(argv[3]), 0);
+  if (argc == 4 && strcmp(argv[1], "busy-client") == 0)
+    return client(argv[2], atoll(argv[3]), 1);
   if (argc < 3 || !getenv("ACCELERATOR_STATE_DIR")) {
     fprintf(stderr, "usage: ACCELERATOR_STATE_DIR=dir %s liblimiter.so libaccelerator.so [rounds]\n", argv[0]);
     return 2;
@@ -272,6 +350,7 @@ int main(int argc, char **argv) {
   limiter_load(argv[1], argv[2]);
   test_forged_slot(self_exe, argv[1]);
   test_fuzz(self_exe, argv[1], rounds);
+  test_limits_cut(self_exe, argv[1]);
   limiter_unload();
   return test_summary();
 }
