@@ -13,6 +13,12 @@
  *   documented code, none RESULT_ERROR_INTERNAL; built with
  *   -fsanitize=address,undefined (`make test-books-fuzz`).
  *
+ * - Host reports trust only what the host can prove: a slot forged in worker
+ *   A's books naming worker B's process (one that set its worker id with
+ *   setenv, so its starting environment names no worker) with 99,999,999
+ *   bytes, or naming the host itself, is not reported; B's process is
+ *   listed once, with B's 3,000,000 bytes; A's own slot forged to
+ *   99,999,999 bytes is reported at most at A's 1 MiB limit.
  * - limits.shm truncated under a running host and a running client (last:
  *   it leaves the file cut): neither dies of SIGBUS. The host's calls on
  *   the limits (a hard limit, a freeze, a usage query) are refused with an
@@ -89,6 +95,10 @@ static pid_t start_client_as(const char *self_exe, const char *lib, const char *
     close(out[0]);
     char b[32];
     snprintf(b, sizeof b, "%lld", bytes);
+    if (busy == 2) { /* its worker set with setenv after it started */
+      unsetenv("ACCELERATOR_WORKER_ID");
+      execl(self_exe, self_exe, "late-client", lib, b, worker, (char *)NULL);
+    }
     execl(self_exe, self_exe, busy ? "busy-client" : "client", lib, b, (char *)NULL);
     _exit(127);
   }
@@ -102,6 +112,70 @@ static pid_t start_client_as(const char *self_exe, const char *lib, const char *
   close(out[0]);
   *stop = in[1];
   return pid;
+}
+
+/* Start time (clock ticks since boot) of process `pid`. */
+static unsigned long long start_of(pid_t pid) {
+  char path[64];
+  unsigned long long start = 0;
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *st = fopen(path, "r");
+  if (st && fscanf(st, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                       "%*d %*d %llu",
+                   &start) != 1)
+    start = 0;
+  if (st)
+    fclose(st);
+  return start;
+}
+
+/* In the books at `path`: the live slot of process `pid` (its state word
+ * pid << 2 | LIVE followed by its start time, 64-byte aligned) rewritten to
+ * name process `as` (start time `as_start`), and its held word of `bytes`
+ * set to `forged` bytes. 0: done. */
+static int forge_slot(const char *path, pid_t pid, uint64_t bytes, pid_t as, unsigned long long as_start,
+                      uint64_t forged) {
+  int fd = open(path, O_RDWR);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0)
+    return 1;
+  size_t n = (size_t)sb.st_size / 8;
+  uint64_t *w = malloc(n * 8);
+  int rc = 2;
+  if (w && pread(fd, w, n * 8, 0) == (ssize_t)(n * 8))
+    for (size_t i = 0; i + 64 < n; i += 8) {
+      if (w[i] != ((uint64_t)pid << 2 | 2) || w[i + 1] != start_of(pid))
+        continue;
+      uint64_t word[2] = {(uint64_t)as << 2 | 2, as_start};
+      rc = pwrite(fd, word, 16, (off_t)(i * 8)) == 16 ? 3 : 4;
+      for (size_t h = i + 5; rc == 3 && h < i + 64; h++) /* held[]: bytes | seq << 48 */
+        if ((w[h] & 0xffffffffffffULL) == bytes) {
+          uint64_t f = (w[h] & ~0xffffffffffffULL) | forged;
+          rc = pwrite(fd, &f, 8, (off_t)(h * 8)) == 8 ? 0 : 5;
+        }
+      break;
+    }
+  free(w);
+  close(fd);
+  return rc;
+}
+
+/* The host's memory report's entries for `pid`: how many, and the bytes of
+ * the last. */
+static int listed(pid_t pid, unsigned long long *bytes) {
+  static MemoryUtilization mu[4096];
+  size_t n = 0;
+  char text[32];
+  snprintf(text, sizeof text, "%d", (int)pid);
+  if (L.procMem(mu, 4096, &n) != RESULT_SUCCESS)
+    return -1;
+  int found = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(mu[i].processId, text) == 0) {
+      found++;
+      *bytes = mu[i].usedBytes;
+    }
+  return found;
 }
 
 static pid_t start_client(const char *self_exe, const char *lib, const char *worker, long long bytes, int *stop) {
@@ -280,6 +354,41 @@ static void test_fuzz(const char *self_exe, const char *lib, int rounds) {
   waitpid(c, NULL, 0);
 }
 
+static void test_forged_report(const char *self_exe, const char *lib) {
+  char books_a[PATH_MAX + 64];
+  snprintf(books_a, sizeof books_a, "%s/workers/trust-a/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  EXPECT_RC_WITH(L.accLastError, L.setMem("trust-a", DEV0, 1 << 20), RESULT_SUCCESS);
+  int stop_a = -1, stop_b = -1;
+  pid_t a = start_client(self_exe, lib, "trust-a", 777777, &stop_a);
+  pid_t b = start_client_as(self_exe, lib, "trust-b", 3000000, 2, &stop_b);
+  CHECK(a > 0 && b > 0, "clients of trust-a and (its worker set with setenv) trust-b start");
+  if (a <= 0 || b <= 0)
+    return;
+  unsigned long long bytes = 0;
+  int n = listed(b, &bytes);
+  CHECK(n == 1 && bytes == 3000000, "B's process is listed once with 3,000,000 B (%d, %llu)", n, bytes);
+
+  /* A's slot forged to name B's process with 99,999,999 B. */
+  CHECK(forge_slot(books_a, a, 777777, b, start_of(b), 99999999) == 0, "forge A's slot to name B's process");
+  n = listed(b, &bytes);
+  CHECK(n == 1 && bytes == 3000000,
+        "A's forged slot neither replaces nor joins B's entry: B's process listed %d time(s), last with %llu B", n,
+        bytes);
+  /* Then naming the host (this process, no worker in its environment). */
+  CHECK(forge_slot(books_a, b, 99999999, getpid(), start_of(getpid()), 99999999) == 0,
+        "forge A's slot to name the host");
+  n = listed(getpid(), &bytes);
+  CHECK(n == 0, "a slot naming the host is not reported (%d entries, %llu B)", n, bytes);
+  /* Back to A's own process, with 99,999,999 B over its 1 MiB limit. */
+  CHECK(forge_slot(books_a, getpid(), 99999999, a, start_of(a), 99999999) == 0, "forge A's own slot's bytes");
+  n = listed(a, &bytes);
+  CHECK(n == 1 && bytes <= 1 << 20, "A's own process is reported within its 1 MiB limit (%d, %llu B)", n, bytes);
+  close(stop_a);
+  close(stop_b);
+  waitpid(a, NULL, 0);
+  waitpid(b, NULL, 0);
+}
+
 /* The host's calls on the limits once limits.shm was cut under it, in a
  * child (the host's state is inherited; a SIGBUS ends the child, not the
  * test): exit status 0 if each was refused as truncated. */
@@ -338,6 +447,10 @@ int main(int argc, char **argv) {
     return client(argv[2], atoll(argv[3]), 0);
   if (argc == 4 && strcmp(argv[1], "busy-client") == 0)
     return client(argv[2], atoll(argv[3]), 1);
+  if (argc == 5 && strcmp(argv[1], "late-client") == 0) {
+    setenv("ACCELERATOR_WORKER_ID", argv[4], 1);
+    return client(argv[2], atoll(argv[3]), 0);
+  }
   if (argc < 3 || !getenv("ACCELERATOR_STATE_DIR")) {
     fprintf(stderr, "usage: ACCELERATOR_STATE_DIR=dir %s liblimiter.so libaccelerator.so [rounds]\n", argv[0]);
     return 2;
@@ -350,6 +463,7 @@ int main(int argc, char **argv) {
   limiter_load(argv[1], argv[2]);
   test_forged_slot(self_exe, argv[1]);
   test_fuzz(self_exe, argv[1], rounds);
+  test_forged_report(self_exe, argv[1]);
   test_limits_cut(self_exe, argv[1]);
   limiter_unload();
   return test_summary();
