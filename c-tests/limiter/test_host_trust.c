@@ -19,6 +19,12 @@
  *   bytes, or naming the host itself, is not reported; B's process is
  *   listed once, with B's 3,000,000 bytes; A's own slot forged to
  *   99,999,999 bytes is reported at most at A's 1 MiB limit.
+ * - One worker's books cannot delay calls about another: worker A's usage
+ *   word forged to name a dead process's op that never settles, so every
+ *   host call that reclaims in A's books waits out its 2 s budget; while a
+ *   thread keeps querying A, worker B's usage query + AddWorkerProcess stay
+ *   within 10 ms (and 20x the same run's baseline); main queues them behind
+ *   A's calls (seconds).
  * - limits.shm truncated under a running host and a running client (last:
  *   it leaves the file cut): neither dies of SIGBUS. The host's calls on
  *   the limits (a hard limit, a freeze, a usage query) are refused with an
@@ -35,6 +41,8 @@
 #include "limiter_load.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -389,6 +397,97 @@ static void test_forged_report(const char *self_exe, const char *lib) {
   waitpid(b, NULL, 0);
 }
 
+static atomic_int stall_stop;
+static atomic_long stall_calls, stall_refused;
+
+static void *query_a(void *arg) {
+  (void)arg;
+  while (!atomic_load(&stall_stop)) {
+    uint64_t u = 0, lim = 0;
+    int rc = L.usage("stall-a", DEV0, &u, &lim);
+    atomic_fetch_add(&stall_calls, 1);
+    atomic_fetch_add(&stall_refused, rc != RESULT_SUCCESS);
+  }
+  return NULL;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* The slowest of `n` rounds of B's usage query + AddWorkerProcess (ms). */
+static double b_calls(const char *pid_b, int n, int *bad) {
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    uint64_t u = 0, lim = 0;
+    double t0 = now_ms();
+    *bad += L.usage("stall-b", DEV0, &u, &lim) != RESULT_SUCCESS;
+    *bad += L.addProcess(DEV0, pid_b) != RESULT_SUCCESS;
+    double t = now_ms() - t0;
+    worst = t > worst ? t : worst;
+    usleep(20000);
+  }
+  return worst;
+}
+
+static void test_stalled_books(const char *self_exe, const char *lib) {
+  if (test_quick())
+    return; /* fenced calls need a memory-sharing child (not under valgrind) */
+  int stop_a = -1, stop_b = -1;
+  pid_t a = start_client(self_exe, lib, "stall-a", 5555, &stop_a);
+  pid_t b = start_client(self_exe, lib, "stall-b", 6666, &stop_b);
+  CHECK(a > 0 && b > 0, "clients of stall-a and stall-b start");
+  if (a <= 0 || b <= 0)
+    return;
+  /* A dead process of A whose op the usage word names... */
+  int stop_d = -1;
+  pid_t d = start_client(self_exe, lib, "stall-a", 7777, &stop_d);
+  kill(d, SIGKILL);
+  waitpid(d, NULL, 0);
+  close(stop_d);
+  char books_a[PATH_MAX + 64], pid_b[32];
+  snprintf(books_a, sizeof books_a, "%s/workers/stall-a/limiter.shm", getenv("ACCELERATOR_STATE_DIR"));
+  snprintf(pid_b, sizeof pid_b, "%d", (int)b);
+  int fd = open(books_a, O_RDWR);
+  uint64_t w = 0;
+  off_t at = fd >= 0 ? find_usage_word(fd, 5555 + 7777, &w) : -1;
+  /* ...with another sequence number: an op that never settles. */
+  uint64_t forged = w ^ 5ULL << 56;
+  CHECK(at >= 0 && pwrite(fd, &forged, 8, at) == 8, "A's usage word forged to name an op that never settles");
+  if (fd >= 0)
+    close(fd);
+  int bad = 0;
+  double base = b_calls(pid_b, 20, &bad);
+  uint64_t u = 0, lim = 0;
+  double t0 = now_ms();
+  int rc = L.usage("stall-a", DEV0, &u, &lim);
+  double stalled = now_ms() - t0;
+  CHECK(rc == RESULT_ERROR_OPERATION_FAILED && stalled >= 1000,
+        "a usage query on A's books waits out its budget and is refused (%d, %.0f ms: %s)", rc, stalled,
+        L.lastError());
+  pthread_t t[2];
+  for (int k = 0; k < 2; k++)
+    pthread_create(&t[k], NULL, query_a, NULL);
+  usleep(100000);
+  double worst = b_calls(pid_b, 40, &bad);
+  atomic_store(&stall_stop, 1);
+  for (int k = 0; k < 2; k++)
+    pthread_join(t[k], NULL);
+  printf("  B's usage + AddWorkerProcess: worst %.2f ms alone, %.2f ms while 2 threads query A's stalled books "
+         "(%ld queries on A, %ld refused)\n",
+         base, worst, atomic_load(&stall_calls), atomic_load(&stall_refused));
+  CHECK(bad == 0, "B's calls succeed throughout (%d failed)", bad);
+  CHECK(worst < 10.0 || worst < 20 * base,
+        "B's calls stay within 10 ms (or 20x their %.2f ms baseline) while A's books stall: worst %.2f ms", base,
+        worst);
+  close(stop_a);
+  close(stop_b);
+  waitpid(a, NULL, 0);
+  waitpid(b, NULL, 0);
+}
+
 /* The host's calls on the limits once limits.shm was cut under it, in a
  * child (the host's state is inherited; a SIGBUS ends the child, not the
  * test): exit status 0 if each was refused as truncated. */
@@ -464,6 +563,7 @@ int main(int argc, char **argv) {
   test_forged_slot(self_exe, argv[1]);
   test_fuzz(self_exe, argv[1], rounds);
   test_forged_report(self_exe, argv[1]);
+  test_stalled_books(self_exe, argv[1]);
   test_limits_cut(self_exe, argv[1]);
   limiter_unload();
   return test_summary();

@@ -87,7 +87,7 @@ pub(super) fn own_slot(l: &Layout, pid: i32) -> Option<usize> {
 #[cold]
 #[inline(never)]
 pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
-    let _g = owner::PROCESS.lock();
+    let _g = owner::own_lock(&owner::PROCESS, l);
     let own = pid == my_pid();
     let start = proc_stat(pid)
         .filter(|(st, _)| !matches!(st, b'Z' | b'X' | b'x'))
@@ -154,9 +154,8 @@ pub(super) fn holds_open(pid: i32, file: (u64, u64)) -> bool {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return false;
     };
-    dir.flatten().any(|e| {
-        std::fs::metadata(e.path()).is_ok_and(|m| (m.dev(), m.ino()) == file)
-    })
+    dir.flatten()
+        .any(|e| std::fs::metadata(e.path()).is_ok_and(|m| (m.dev(), m.ino()) == file))
 }
 
 pub(super) fn private_worker(ns: u64, pid: i32, start: u64) -> String {

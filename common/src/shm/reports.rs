@@ -170,10 +170,11 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
             // (a proxy slot) by the environment it started with.
             let private = worker.is_empty();
             // This process holds every worker's books open while it reads
-            // them: it is in them only if they are its own.
+            // them: it is in them only if they are its own worker's (as its
+            // limiter calls name it: its environment, or its private one).
             let theirs = (!private || private_worker(ns, word_pid(st), start) == dir_worker)
                 && if pid == my_pid() {
-                    workers::is_mine(dir_worker)
+                    workers::worker_of(pid).is_ok_and(|(w, _)| w == dir_worker)
                 } else if p.owned.load(Relaxed) != 0 {
                     holds_open(pid, books)
                 } else {
@@ -188,9 +189,7 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
                 if mask & 1 << d != 0 {
                     let limit = *limits
                         .entry((dir_worker.to_string(), uuid.clone()))
-                        .or_insert_with(|| {
-                            limits::memory_limit_of(dir_worker, uuid).unwrap_or(0)
-                        });
+                        .or_insert_with(|| limits::memory_limit_of(dir_worker, uuid).unwrap_or(0));
                     let bytes = low48(p.held[*d].load(Acquire)).min(if limit == 0 {
                         MAX_BYTES
                     } else {

@@ -339,12 +339,6 @@ fn own_if_named(worker: &str) -> Res<Option<Books>> {
         .map(Books::Own))
 }
 
-/// Whether this process registered itself in `worker`'s books (they are
-/// the books it has mapped as its own).
-pub(super) fn is_mine(worker: &str) -> bool {
-    map::published().is_some_and(|l| key_name(&l.header.worker) == worker)
-}
-
 /// Whether `worker` has books (a client or the host created them).
 pub(super) fn exists(worker: &str) -> bool {
     books_path(worker).is_file()
