@@ -50,7 +50,7 @@ limiter-valgrind: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER
 # (issue 23; about 10-30 s: a round whose forged word keeps a call waiting
 # costs that call's budget).
 FUZZ_CFLAGS := $(CFLAGS) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer
-$(LIMITER_BIN)/test_host_trust_asan: c-tests/limiter/test_host_trust.c c-tests/limiter/*.h c-tests/test_util.h \
+$(LIMITER_BIN)/test_host_trust_asan: c-tests/limiter/test_host_trust.c c-tests/limiter/*.h c-tests/test_util.h c-tests/ns_util.h \
                                      include/accelerator.h include/limiter.h
 	@mkdir -p $(LIMITER_BIN)
 	$(CC) $(FUZZ_CFLAGS) -o $@ $< -ldl -lpthread

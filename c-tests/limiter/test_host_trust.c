@@ -39,6 +39,7 @@
 #include "limiter.h"
 #include "../test_util.h"
 #include "limiter_load.h"
+#include "../ns_util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -123,18 +124,10 @@ static pid_t start_client_as(const char *self_exe, const char *lib, const char *
 }
 
 /* Start time (clock ticks since boot) of process `pid`. */
-static unsigned long long start_of(pid_t pid) {
+static unsigned long long start_of_pid(pid_t pid) {
   char path[64];
-  unsigned long long start = 0;
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *st = fopen(path, "r");
-  if (st && fscanf(st, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-                       "%*d %*d %llu",
-                   &start) != 1)
-    start = 0;
-  if (st)
-    fclose(st);
-  return start;
+  return start_of(path);
 }
 
 /* In the books at `path`: the live slot of process `pid` (its state word
@@ -152,7 +145,7 @@ static int forge_slot(const char *path, pid_t pid, uint64_t bytes, pid_t as, uns
   int rc = 2;
   if (w && pread(fd, w, n * 8, 0) == (ssize_t)(n * 8))
     for (size_t i = 0; i + 64 < n; i += 8) {
-      if (w[i] != ((uint64_t)pid << 2 | 2) || w[i + 1] != start_of(pid))
+      if (w[i] != ((uint64_t)pid << 2 | 2) || w[i + 1] != start_of_pid(pid))
         continue;
       uint64_t word[2] = {(uint64_t)as << 2 | 2, as_start};
       rc = pwrite(fd, word, 16, (off_t)(i * 8)) == 16 ? 3 : 4;
@@ -377,18 +370,18 @@ static void test_forged_report(const char *self_exe, const char *lib) {
   CHECK(n == 1 && bytes == 3000000, "B's process is listed once with 3,000,000 B (%d, %llu)", n, bytes);
 
   /* A's slot forged to name B's process with 99,999,999 B. */
-  CHECK(forge_slot(books_a, a, 777777, b, start_of(b), 99999999) == 0, "forge A's slot to name B's process");
+  CHECK(forge_slot(books_a, a, 777777, b, start_of_pid(b), 99999999) == 0, "forge A's slot to name B's process");
   n = listed(b, &bytes);
   CHECK(n == 1 && bytes == 3000000,
         "A's forged slot neither replaces nor joins B's entry: B's process listed %d time(s), last with %llu B", n,
         bytes);
   /* Then naming the host (this process, no worker in its environment). */
-  CHECK(forge_slot(books_a, b, 99999999, getpid(), start_of(getpid()), 99999999) == 0,
+  CHECK(forge_slot(books_a, b, 99999999, getpid(), start_of_pid(getpid()), 99999999) == 0,
         "forge A's slot to name the host");
   n = listed(getpid(), &bytes);
   CHECK(n == 0, "a slot naming the host is not reported (%d entries, %llu B)", n, bytes);
   /* Back to A's own process, with 99,999,999 B over its 1 MiB limit. */
-  CHECK(forge_slot(books_a, getpid(), 99999999, a, start_of(a), 99999999) == 0, "forge A's own slot's bytes");
+  CHECK(forge_slot(books_a, getpid(), 99999999, a, start_of_pid(a), 99999999) == 0, "forge A's own slot's bytes");
   n = listed(a, &bytes);
   CHECK(n == 1 && bytes <= 1 << 20, "A's own process is reported within its 1 MiB limit (%d, %llu B)", n, bytes);
   close(stop_a);
