@@ -10,9 +10,13 @@
 //! faulting address: inside a guarded range ([`guard`]), it puts fresh
 //! zero pages (anonymous, private) over the range from the faulting page to
 //! its end and returns, so the load runs again and reads zero, and marks the
-//! range [`cut`]; anywhere else it hands the signal on to the previous
-//! handler (or, if that was the default, restores the default and returns
-//! so the fault recurs and ends the process as it would have).
+//! range [`cut`]. A fault elsewhere may be in another copy of this code's
+//! range (liblimiter and libaccelerator each carry one, and each maps the
+//! file): each of its ranges whose file is now shorter (`fstat` on the
+//! descriptor it keeps) gets its zero pages too, then the previous action is
+//! put back and the handler returns, so the fault recurs and meets that
+//! action (another copy's handler, or the default, which ends the process
+//! as it would have without us). No handler is called from here.
 //!
 //! What zero means is documented with the file: no limit, not frozen (a
 //! client fails open, and says so once); the host refuses its calls on the
@@ -22,7 +26,7 @@
 //! (`RTLD_NODELETE`): a `dlclose` must not leave the handler pointing at
 //! unmapped code.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 
 /// Guarded ranges: (start, length, cut). A process guards its two limits
 /// mappings at most.
@@ -30,6 +34,7 @@ const RANGES: usize = 4;
 static START: [AtomicUsize; RANGES] = [const { AtomicUsize::new(0) }; RANGES];
 static LEN: [AtomicUsize; RANGES] = [const { AtomicUsize::new(0) }; RANGES];
 static WRITABLE: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
+static FD: [AtomicI32; RANGES] = [const { AtomicI32::new(-1) }; RANGES];
 static CUT: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
 
 /// The handler this one replaced (a `libc::sigaction`, written once before
@@ -39,10 +44,11 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 const PAGE: usize = 4096;
 
-/// Guard `len` bytes at `start` (a mapping that stays for good): a
-/// truncation of the file behind them reads as zero pages from then on.
-/// Ok(false): no handler could be installed (the range is not guarded).
-pub(super) fn guard(start: *const u8, len: usize, writable: bool) -> bool {
+/// Guard `len` bytes at `start` (a mapping that stays for good of the file
+/// open as `fd`, which is kept): a truncation of the file behind them reads
+/// as zero pages from then on. False: no handler could be installed (the
+/// range is not guarded).
+pub(super) fn guard(start: *const u8, len: usize, writable: bool, fd: i32) -> bool {
     if !install() {
         return false;
     }
@@ -50,6 +56,7 @@ pub(super) fn guard(start: *const u8, len: usize, writable: bool) -> bool {
         if LEN[i].load(Acquire) == 0 {
             START[i].store(start as usize, Relaxed);
             WRITABLE[i].store(writable, Relaxed);
+            FD[i].store(fd, Relaxed);
             LEN[i].store(len, Release);
             return true;
         }
@@ -63,54 +70,76 @@ pub(super) fn cut(start: *const u8) -> bool {
     (0..RANGES).any(|i| START[i].load(Relaxed) == start as usize && CUT[i].load(Acquire))
 }
 
-extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+/// Put zero pages over range `i` from `from` (page-aligned) to its end.
+fn zero_from(i: usize, from: usize) -> bool {
+    let (start, len) = (START[i].load(Acquire), LEN[i].load(Acquire));
+    if from >= start + len {
+        return false;
+    }
+    let prot = if WRITABLE[i].load(Relaxed) {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_READ
+    };
+    // SAFETY: replaces pages of our own guarded mapping (never unmapped)
+    // with fresh anonymous zero pages, in place; mmap is a plain system
+    // call, fine in a handler.
+    let p = unsafe {
+        libc::mmap(
+            from as *mut libc::c_void,
+            start + len - from,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    CUT[i].store(true, Release);
+    true
+}
+
+extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
+    let mut ours = false;
     for i in 0..RANGES {
         let (start, len) = (START[i].load(Acquire), LEN[i].load(Acquire));
-        if len == 0 || addr < start || addr >= start + len {
+        if len == 0 {
             continue;
         }
-        let from = addr & !(PAGE - 1);
-        let prot = if WRITABLE[i].load(Relaxed) {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_READ
-        };
-        // SAFETY: replaces pages of our own guarded mapping (never
-        // unmapped) with fresh anonymous zero pages, in place; mmap is a
-        // plain system call, fine in a handler.
-        let p = unsafe {
-            libc::mmap(
-                from as *mut libc::c_void,
-                start + len - from,
-                prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                -1,
-                0,
-            )
-        };
-        if p != libc::MAP_FAILED {
-            CUT[i].store(true, Release);
-            return;
+        if addr >= start && addr < start + len {
+            ours |= zero_from(i, addr & !(PAGE - 1));
+            continue;
+        }
+        // Not in this range: is its file cut too (another copy's fault)?
+        // SAFETY: fstat writes one struct we own; async-signal-safe.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if !CUT[i].load(Acquire)
+            && unsafe { libc::fstat(FD[i].load(Relaxed), &mut st) } == 0
+            && (st.st_size as usize) < len
+        {
+            zero_from(i, start + (st.st_size as usize & !(PAGE - 1)));
         }
     }
-    // Not ours: as the previous handler would have.
-    // SAFETY: PREVIOUS was written before this handler was installed.
-    let prev = unsafe { (*std::ptr::addr_of!(PREVIOUS)).assume_init() };
-    if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
-        // SAFETY: restores the default action; the fault recurs on return
-        // and ends the process as it would have without us.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
-    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
-        // SAFETY: the previous handler, called as the kernel would have.
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-            unsafe { std::mem::transmute(prev.sa_sigaction) };
-        f(sig, info, ctx);
-    } else {
-        // SAFETY: as above, a plain handler.
-        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(prev.sa_sigaction) };
-        f(sig);
+    if ours {
+        return;
+    }
+    // Not ours: the previous action back (the default for an ignored
+    // fault, which the kernel would not ignore either); the fault recurs
+    // on return and meets it.
+    INSTALLED.store(false, Release);
+    // SAFETY: PREVIOUS was written before this handler was installed;
+    // sigaction is async-signal-safe.
+    unsafe {
+        let prev = (*std::ptr::addr_of!(PREVIOUS)).assume_init();
+        if prev.sa_sigaction == libc::SIG_IGN {
+            libc::signal(sig, libc::SIG_DFL);
+        } else {
+            libc::sigaction(sig, &prev, std::ptr::null_mut());
+        }
     }
 }
 

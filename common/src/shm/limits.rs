@@ -274,7 +274,10 @@ fn mapping(slot: &AtomicPtr<Limits>, write: bool) -> Res<Option<&'static Limits>
     let l = map::map_as::<Limits>(&file, write)?;
     // A truncation under this process reads as zero pages (`guard.rs`),
     // never a SIGBUS; [`intact`] says whether it happened.
-    if !guard::guard(l as *const Limits as *const u8, LIMITS.size, write) {
+    // The descriptor stays open for good, as the mapping does: the
+    // handler asks it for the file's size.
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+    if !guard::guard(l as *const Limits as *const u8, LIMITS.size, write, fd) {
         eprintln!(
             "accelerator: no SIGBUS handler for the limits file: a truncation of it would kill this process"
         );
