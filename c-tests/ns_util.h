@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 /* The (first) child of `parent`, waited for up to 5 s; -1 if none. */
-static pid_t child_of(pid_t parent) {
+static inline pid_t child_of(pid_t parent) {
   for (int tries = 0; tries < 500; tries++) {
     DIR *d = opendir("/proc");
     struct dirent *e;
@@ -37,6 +37,19 @@ static pid_t child_of(pid_t parent) {
     usleep(10000);
   }
   return -1;
+}
+
+/* The start time (field 22) in a /proc/<pid>/stat; 0 when unreadable. */
+static inline unsigned long long start_of(const char *stat_path) {
+  unsigned long long start = 0;
+  FILE *st = fopen(stat_path, "r");
+  if (st && fscanf(st, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+                       "%*d %*d %llu",
+                   &start) != 1)
+    start = 0;
+  if (st)
+    fclose(st);
+  return start;
 }
 
 #endif

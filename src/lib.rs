@@ -14,6 +14,8 @@ pub mod abi;
 mod api;
 #[cfg(any(feature = "ascend", feature = "amd"))]
 mod dynlib;
+#[cfg(any(feature = "nvidia", feature = "ascend"))]
+mod fork_lock;
 mod hostfiles;
 mod hypervisor;
 mod log;

@@ -49,19 +49,6 @@ static int own_books(void) {
   return open(path, O_RDWR);
 }
 
-/* The start time (field 22) in a /proc/<pid>/stat; 0 when unreadable. */
-static unsigned long long start_of(const char *stat_path) {
-  unsigned long long start = 0;
-  FILE *st = fopen(stat_path, "r");
-  if (st && fscanf(st, "%*d (%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-                       "%*d %*d %llu",
-                   &start) != 1)
-    start = 0;
-  if (st)
-    fclose(st);
-  return start;
-}
-
 /* A tenant's forgery: rewrite this client's own live slot (found by its
  * state word, pid << 2 | LIVE, and its start time, at a 64-byte aligned
  * offset) to name process `pid` of pid namespace `ns` started at `start`,

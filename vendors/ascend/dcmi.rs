@@ -10,8 +10,8 @@
 use super::error::AscendError;
 pub use crate::dynlib::{c_chars, c_str};
 use crate::dynlib::{sym, Zeroed};
+use crate::fork_lock::ForkMutex;
 use libloading::Library;
-use parking_lot::Mutex;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::sync::OnceLock;
 
@@ -293,11 +293,14 @@ pub enum Feature {
     Vnpu,
 }
 
+/// Serializes this process's DCMI calls (one library per process:
+/// `shared`). Held around `fork()` by the vendor's fork handler (`mod.rs`).
+pub(super) static LOCK: ForkMutex<()> = ForkMutex::new(());
+
 pub struct Dcmi {
     _lib: Library,
     req: Required,
     opt: Optional,
-    lock: Mutex<()>,
     pub path: String,
     /// Optional symbols this library lacks (for the log and the docs).
     pub missing: Vec<&'static str>,
@@ -376,11 +379,10 @@ impl Dcmi {
             _lib: lib,
             req,
             opt,
-            lock: Mutex::new(()),
             path,
             missing,
         };
-        let _g = dcmi.lock.lock();
+        let _g = LOCK.lock();
         // SAFETY: documented signature, no arguments.
         check("dcmi_init", unsafe { (dcmi.req.init)() })?;
         drop(_g);
@@ -402,7 +404,7 @@ impl Dcmi {
 
     /// Run `f` with the DCMI lock held.
     fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _g = self.lock.lock();
+        let _g = LOCK.lock();
         f()
     }
 

@@ -13,16 +13,19 @@ mod error;
 mod metrics;
 mod vnpu;
 
+use crate::fork_lock::{self, ForkMutex};
 use crate::log::log_at;
 use crate::vendor::*;
 use accel_common::{Error, Res};
 use discovery::Dev;
-use parking_lot::Mutex;
+use std::sync::atomic::AtomicBool;
 
 /// Load libdcmi.so (once), initialise it and describe its devices. A
 /// missing library, a failing `dcmi_init` or a missing required symbol is
 /// an error here, which the selector logs and turns into 0 devices.
 pub fn open() -> Res<Box<dyn Vendor>> {
+    static FORK_HANDLERS: AtomicBool = AtomicBool::new(false);
+    fork_lock::install(hold_for_fork, &FORK_HANDLERS);
     let dcmi = dcmi::shared()?;
     if !dcmi.missing.is_empty() {
         log_at!(
@@ -39,19 +42,23 @@ pub fn open() -> Res<Box<dyn Vendor>> {
         dcmi.path,
         devices.len()
     );
-    Ok(Box::new(Ascend {
-        dcmi,
-        devices,
-        partition_lock: Mutex::new(()),
-    }))
+    Ok(Box::new(Ascend { dcmi, devices }))
 }
 
 struct Ascend {
     dcmi: &'static dcmi::Dcmi,
     devices: Vec<Dev>,
-    /// Serializes this process's capacity check + create (the driver
-    /// arbitrates between processes).
-    partition_lock: Mutex<()>,
+}
+
+/// Serializes this process's capacity check + create (the driver
+/// arbitrates between processes).
+static PARTITION: ForkMutex<()> = ForkMutex::new(());
+
+/// Before `fork()`: hold this vendor's locks, outer first (a partition
+/// call takes the DCMI lock inside [`PARTITION`]).
+extern "C" fn hold_for_fork() {
+    PARTITION.hold();
+    dcmi::LOCK.hold();
 }
 
 impl Ascend {
@@ -125,13 +132,13 @@ impl Vendor for Ascend {
 
     fn assign_partition(&self, template_id: &str, device_uuid: &str) -> Res<Partition> {
         let dev = self.by_uuid(device_uuid)?;
-        let _g = self.partition_lock.lock();
+        let _g = PARTITION.lock();
         vnpu::assign(self.dcmi, dev, template_id)
     }
 
     fn remove_partition(&self, template_id: &str, device_uuid: &str) -> Res<()> {
         let dev = self.by_uuid(device_uuid)?;
-        let _g = self.partition_lock.lock();
+        let _g = PARTITION.lock();
         vnpu::remove(self.dcmi, dev, template_id)
     }
 

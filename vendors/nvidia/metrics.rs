@@ -2,6 +2,7 @@
 
 use super::discovery::Dev;
 use super::{ffi, handle, Driver, NvError};
+use crate::fork_lock::ForkMutex as Mutex;
 use crate::vendor::{
     ExtendedMetrics, Metrics, ProcessCompute, ProcessMemory, ProcessQuery, UtilizationSample,
 };
@@ -9,8 +10,7 @@ use accel_common::{Error, Res};
 use nvml_wrapper::enum_wrappers::device::{PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
-use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 /// NVML field ids (nvml.h).
@@ -29,10 +29,10 @@ const COUNTER_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Per device: the last GPM sample, when it was taken, and the reading it
 /// ended (SM %, tensor %).
-pub(crate) type GpmSamples = HashMap<usize, (ffi::GpmSample, Instant, Option<(u32, u32)>)>;
+pub(crate) type GpmSamples = BTreeMap<usize, (ffi::GpmSample, Instant, Option<(u32, u32)>)>;
 
 /// Previous NVLink data counters (KiB, tx + rx per link) per device.
-pub(crate) type Counters = HashMap<usize, (Instant, Vec<u64>)>;
+pub(crate) type Counters = BTreeMap<usize, (Instant, Vec<u64>)>;
 
 pub(crate) fn device(
     drv: &Driver,

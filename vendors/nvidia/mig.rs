@@ -6,10 +6,10 @@ use super::discovery::Dev;
 use super::ffi::{Gi, GiProfile};
 use super::mig_access as access;
 use super::{handle, Driver, NvError};
+use crate::fork_lock::ForkMutex as Mutex;
 use crate::vendor::{Metrics, Partition, Template};
 use accel_common::{Error, Res};
 use nvml_wrapper::Device;
-use parking_lot::Mutex;
 
 const MIB: u64 = 1 << 20;
 /// NVML_COMPUTE_INSTANCE_PROFILE_COUNT of nvml.h 13.x (profiles 0..=8), all

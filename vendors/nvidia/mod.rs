@@ -18,13 +18,14 @@ mod mig;
 mod mig_access;
 mod topology;
 
+use crate::fork_lock::{self, ForkMutex, ForkRwLock};
 use crate::log::log_at;
 use crate::vendor::*;
 use accel_common::{Error, Res};
 use discovery::Dev;
 use nvml_wrapper::{Device, Nvml};
-use parking_lot::{Mutex, RwLock};
 use std::ffi::OsString;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 pub use error::NvError;
@@ -52,11 +53,33 @@ pub(crate) struct Driver {
     pub cuda: Option<ffi::Cuda>,
 }
 
-static DRIVER: RwLock<Option<Driver>> = RwLock::new(None);
+static DRIVER: ForkRwLock<Option<Driver>> = ForkRwLock::new(None);
+
+/// MIG instances this process created, oldest first: (device, template, GI id).
+static CREATED: ForkMutex<Vec<(usize, String, u32)>> = ForkMutex::new(Vec::new());
+/// Previous NVLink counters per device, for throughput.
+static COUNTERS: ForkMutex<metrics::Counters> = ForkMutex::new(metrics::Counters::new());
+/// Previous GPM sample per device, for SM and tensor activity.
+static GPM: ForkMutex<metrics::GpmSamples> = ForkMutex::new(metrics::GpmSamples::new());
+
+/// Before `fork()`: hold this vendor's locks, the driver's first (every
+/// call holds it outside the others, none of which nests in another).
+extern "C" fn hold_for_fork() {
+    DRIVER.hold();
+    CREATED.hold();
+    COUNTERS.hold();
+    GPM.hold();
+}
 
 pub(crate) extern "C" fn shut_down() {
     // A thread still inside a call at exit keeps NVML up rather than deadlock.
-    if let Some(mut guard) = DRIVER.try_write_for(Duration::from_millis(200)) {
+    let deadline = std::time::Instant::now() + Duration::from_millis(200);
+    let mut guard = DRIVER.try_write();
+    while guard.is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+        guard = DRIVER.try_write();
+    }
+    if let Some(mut guard) = guard {
         // Dropping Nvml calls nvmlShutdown; then the handles are closed.
         guard.take();
     }
@@ -104,12 +127,13 @@ pub fn open() -> Res<Box<dyn Vendor>> {
         .ok_or_else(|| Error::Internal("driver slot empty".into()))?;
     let devs = discovery::discover(drv)?;
     drop(slot);
-    Ok(Box::new(Nvidia {
-        devs,
-        created: Mutex::new(Vec::new()),
-        counters: Mutex::new(Default::default()),
-        gpm: Mutex::new(Default::default()),
-    }))
+    static FORK_HANDLERS: AtomicBool = AtomicBool::new(false);
+    fork_lock::install(hold_for_fork, &FORK_HANDLERS);
+    // The caches start empty with each opened vendor, as they did when
+    // they were its fields.
+    COUNTERS.lock().clear();
+    GPM.lock().clear();
+    Ok(Box::new(Nvidia { devs }))
 }
 
 /// Runs `f` with the loaded driver.
@@ -123,12 +147,6 @@ pub(crate) fn with_driver<T>(f: impl FnOnce(&Driver) -> Res<T>) -> Res<T> {
 
 pub(crate) struct Nvidia {
     devs: Vec<Dev>,
-    /// MIG instances this process created, oldest first: (device, template, GI id).
-    created: Mutex<Vec<(usize, String, u32)>>,
-    /// Previous NVLink counters per device, for throughput.
-    counters: Mutex<metrics::Counters>,
-    /// Previous GPM sample per device, for SM and tensor activity.
-    gpm: Mutex<metrics::GpmSamples>,
 }
 
 impl Nvidia {
@@ -187,12 +205,12 @@ impl Vendor for Nvidia {
 
     fn assign_partition(&self, template_id: &str, device_uuid: &str) -> Res<Partition> {
         let (i, dev) = self.by_uuid(device_uuid)?;
-        with_driver(|drv| mig::assign(drv, i, dev, template_id, &self.created))
+        with_driver(|drv| mig::assign(drv, i, dev, template_id, &CREATED))
     }
 
     fn remove_partition(&self, template_id: &str, device_uuid: &str) -> Res<()> {
         let (i, dev) = self.by_uuid(device_uuid)?;
-        with_driver(|drv| mig::remove(drv, i, dev, template_id, &self.created))
+        with_driver(|drv| mig::remove(drv, i, dev, template_id, &CREATED))
     }
 
     fn snapshot(&self, pids: &[i32], device_uuid: &str) -> Res<()> {
@@ -221,12 +239,12 @@ impl Vendor for Nvidia {
 
     fn metrics(&self, device_uuid: &str) -> Res<Metrics> {
         let (i, dev) = self.by_uuid(device_uuid)?;
-        with_driver(|drv| metrics::device(drv, i, dev, &self.gpm))
+        with_driver(|drv| metrics::device(drv, i, dev, &GPM))
     }
 
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics> {
         let (i, dev) = self.by_uuid(device_uuid)?;
-        with_driver(|drv| metrics::extended(drv, i, dev, &self.counters))
+        with_driver(|drv| metrics::extended(drv, i, dev, &COUNTERS))
     }
 
     fn partition_metrics(&self, uuid: &str) -> Res<Metrics> {

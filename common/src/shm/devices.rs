@@ -35,9 +35,10 @@ pub(super) fn lookup(l: &Layout, uuid: &str) -> Res<Option<usize>> {
     }))
 }
 
-/// The table lock: this process's `KEYS`, then the table's lock byte.
+/// The table lock: this process's `KEYS` (own books: `owner::own_lock`),
+/// then the table's lock byte.
 struct TableLock<'a> {
-    _keys: local::ForkGuard<'static>,
+    _keys: Option<local::ForkGuard<'static>>,
     l: &'a Layout,
 }
 
@@ -49,7 +50,7 @@ impl Drop for TableLock<'_> {
 
 fn table_lock(l: &Layout) -> Res<TableLock<'_>> {
     loop {
-        let g = owner::KEYS.lock();
+        let g = owner::own_lock(&owner::KEYS, l);
         if owner::try_lock(l, owner::device_table_lock())? {
             return Ok(TableLock { _keys: g, l });
         }

@@ -17,10 +17,16 @@
 //!
 //! What the child may hold when it ends: no process-local lock of the hot
 //! path (`memory_in` / `compute_in` take none on another worker's books),
-//! and fenced calls run one at a time ([`FENCE`]). A `local::ForkLock` it
-//! took carries its pid: while it runs, the parent's threads wait for it as
-//! for one of their own ([`peer`]), and once it is gone a lock it left is
-//! taken over, as one left by a forked-from process is.
+//! nor `owner::PROCESS` / `KEYS` (taken for this process's own books only:
+//! `owner::own_lock`). A `local::ForkLock` it took carries its pid: while
+//! it runs, the parent's threads wait for it as for one of their own
+//! ([`peer`]), and once it is gone a lock it left is taken over, as one
+//! left by a forked-from process is.
+//!
+//! Fenced calls of different threads run at once, each with its own entry
+//! in [`CALLS`] (its child, deadline and stack), so a call kept waiting by
+//! one worker's books for its whole budget delays no call about another
+//! worker's.
 //!
 //! Where no such child can run ([`probe`]: valgrind aborts the program on
 //! this `clone`; a seccomp filter may refuse it), calls run unfenced, said
@@ -46,54 +52,112 @@ const ALT_STACK: usize = 64 * 1024;
 
 /// 0 not known yet, 1 a fenced child shares the memory, 2 it cannot run.
 static WORKS: AtomicU8 = AtomicU8::new(0);
-/// Fenced calls run one at a time in a process.
-static FENCE: ForkLock = ForkLock::new();
-/// While a fenced call runs: the caller's pid and the child's (0: none).
-static PARENT: AtomicU32 = AtomicU32::new(0);
-static CHILD: AtomicU32 = AtomicU32::new(0);
-/// While a fenced call runs: its deadline (CLOCK_MONOTONIC ns) and its
-/// stack's bounds, which tell the child's code from other threads'.
-static DEADLINE: AtomicU64 = AtomicU64::new(0);
-static STACK_LO: AtomicUsize = AtomicUsize::new(0);
-static STACK_HI: AtomicUsize = AtomicUsize::new(0);
+/// Deciding [`WORKS`] (once per process).
+static PROBE: ForkLock = ForkLock::new();
+
+/// A running fenced call: the caller's pid and the child's, its deadline
+/// (CLOCK_MONOTONIC ns) and its stack's bounds, which tell the child's code
+/// from other threads'. `lo` 0: a free entry.
+struct Call {
+    parent: AtomicU32,
+    child: AtomicU32,
+    deadline: AtomicU64,
+    lo: AtomicUsize,
+    hi: AtomicUsize,
+}
+
+/// Fenced calls running at once in this process, at most (a caller finding
+/// every entry taken waits for one).
+const CALLS_AT_ONCE: usize = 16;
+static CALLS: [Call; CALLS_AT_ONCE] = [const {
+    Call {
+        parent: AtomicU32::new(0),
+        child: AtomicU32::new(0),
+        deadline: AtomicU64::new(0),
+        lo: AtomicUsize::new(0),
+        hi: AtomicUsize::new(0),
+    }
+}; CALLS_AT_ONCE];
+/// Calls running ([`CALLS`] entries taken): `check` costs one load without.
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether a `ForkLock` held by `holder` is held by the other side of a
-/// running fenced call (the child, or the process that runs it), a task
+/// running fenced call (a child, or the process that runs it), a task
 /// sharing this memory that will let it go: wait, do not take it over.
 pub(super) fn peer(holder: u64) -> bool {
     holder != 0
-        && (holder == u64::from(CHILD.load(Acquire)) || holder == u64::from(PARENT.load(Acquire)))
+        && CALLS.iter().any(|c| {
+            holder == u64::from(c.child.load(Acquire))
+                || holder == u64::from(c.parent.load(Acquire))
+        })
 }
 
 /// In a loop that waits on another worker's books: end the fenced child
 /// running it once its budget is spent (nothing for any other caller).
 #[inline]
 pub(super) fn check() {
-    let deadline = DEADLINE.load(Relaxed);
-    if deadline == 0 {
+    if RUNNING.load(Relaxed) == 0 {
         return;
     }
-    let here = &deadline as *const u64 as usize;
-    if here >= STACK_LO.load(Relaxed)
-        && here < STACK_HI.load(Relaxed)
-        && map::monotonic_ns() > deadline
-    {
-        // SAFETY: ends the fenced child only (its own task); it holds no
-        // lock of this process's the parent would wait on (module docs).
-        unsafe { libc::_exit(TIMED_OUT) }
+    let marker = 0u8;
+    let here = std::hint::black_box(&marker) as *const u8 as usize;
+    for c in &CALLS {
+        if here >= c.lo.load(Relaxed) && here < c.hi.load(Relaxed) {
+            let deadline = c.deadline.load(Relaxed);
+            if deadline != 0 && map::monotonic_ns() > deadline {
+                // SAFETY: ends the fenced child only (its own task); it
+                // holds no lock of this process's the parent would wait on
+                // (module docs).
+                unsafe { libc::_exit(TIMED_OUT) }
+            }
+            return;
+        }
     }
 }
 
 extern "C" fn reset_in_child() {
-    PARENT.store(0, Relaxed);
-    CHILD.store(0, Relaxed);
-    DEADLINE.store(0, Relaxed);
+    for c in &CALLS {
+        c.parent.store(0, Relaxed);
+        c.child.store(0, Relaxed);
+        c.deadline.store(0, Relaxed);
+        c.hi.store(0, Relaxed);
+        c.lo.store(0, Relaxed);
+    }
+    RUNNING.store(0, Relaxed);
+}
+
+/// Take a free [`CALLS`] entry for a call on the stack `lo..hi` (waiting
+/// while all are taken).
+fn enter(lo: usize, hi: usize) -> &'static Call {
+    loop {
+        for c in &CALLS {
+            if c.lo.compare_exchange(0, lo, AcqRel, Relaxed).is_ok() {
+                c.hi.store(hi, Relaxed);
+                c.parent.store(std::process::id(), Release);
+                c.deadline
+                    .store(map::monotonic_ns() + BUDGET.as_nanos() as u64, Release);
+                RUNNING.fetch_add(1, AcqRel);
+                return c;
+            }
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn leave(c: &Call) {
+    c.deadline.store(0, Relaxed);
+    c.child.store(0, Release);
+    c.parent.store(0, Release);
+    c.hi.store(0, Relaxed);
+    RUNNING.fetch_sub(1, AcqRel);
+    c.lo.store(0, Release);
 }
 
 struct Job<F, T> {
     f: Option<F>,
     out: Option<std::thread::Result<T>>,
     alt: *mut libc::c_void,
+    call: Option<&'static Call>,
 }
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -120,7 +184,9 @@ extern "C" fn run_job<F: FnOnce() -> T, T>(arg: *mut libc::c_void) -> libc::c_in
     // SAFETY: `arg` is the `Job` on the stack of the thread that cloned
     // this child, which waits (CLONE_VFORK) until the child exits.
     let job = unsafe { &mut *arg.cast::<Job<F, T>>() };
-    CHILD.store(std::process::id(), Release);
+    if let Some(c) = job.call {
+        c.child.store(std::process::id(), Release);
+    }
     // SAFETY: the child's signal handlers are its own (no CLONE_SIGHAND),
     // run on an alternate stack of its own, and each ends the child; the
     // signals are unblocked so they reach the handlers.
@@ -185,9 +251,8 @@ fn clone_job<F: FnOnce() -> T, T>(job: &mut Job<F, T>) -> Res<Ended> {
         (alt, alt.add(ALT_STACK), base.cast::<u8>().add(STACK))
     };
     job.alt = alt.cast();
-    STACK_LO.store(lo as usize, Relaxed);
-    STACK_HI.store(hi as usize, Relaxed);
-    DEADLINE.store(map::monotonic_ns() + BUDGET.as_nanos() as u64, Release);
+    let call = enter(lo as usize, hi as usize);
+    job.call = Some(call);
     // SAFETY: the child runs `run_job` on the stack above `lo`, sharing
     // this memory, while this thread waits (CLONE_VFORK).
     let pid = unsafe {
@@ -209,8 +274,7 @@ fn clone_job<F: FnOnce() -> T, T>(job: &mut Job<F, T>) -> Res<Ended> {
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
         {}
     }
-    DEADLINE.store(0, Relaxed);
-    CHILD.store(0, Release);
+    leave(call);
     // SAFETY: the mapping above; the child no longer runs on it.
     unsafe { libc::munmap(base, STACK) };
     if pid <= 0 {
@@ -236,6 +300,7 @@ fn probe() -> bool {
             f: Some(|| ()),
             out: None,
             alt: std::ptr::null_mut(),
+            call: None,
         };
         matches!(clone_job(&mut job), Ok(Ended::Done)) && job.out.is_some()
     };
@@ -250,22 +315,23 @@ fn probe() -> bool {
 
 /// Run `f` (a call on another worker's books) fenced: see the module docs.
 pub(super) fn fenced<T>(f: impl FnOnce() -> Res<T>) -> Res<T> {
-    let _one = FENCE.lock();
-    if WORKS.load(Relaxed) == 0 {
-        map::at_fork_child(reset_in_child);
-        WORKS.store(if probe() { 1 } else { 2 }, Relaxed);
+    if WORKS.load(Acquire) == 0 {
+        let _one = PROBE.lock();
+        if WORKS.load(Acquire) == 0 {
+            map::at_fork_child(reset_in_child);
+            WORKS.store(if probe() { 1 } else { 2 }, Release);
+        }
     }
-    if WORKS.load(Relaxed) != 1 {
+    if WORKS.load(Acquire) != 1 {
         return f();
     }
     let mut job = Job {
         f: Some(f),
         out: None,
         alt: std::ptr::null_mut(),
+        call: None,
     };
-    PARENT.store(std::process::id(), Release);
     let ended = clone_job(&mut job);
-    PARENT.store(0, Release);
     match (ended?, job.out) {
         (Ended::Done, Some(Ok(r))) => r,
         (Ended::Done, Some(Err(_))) => Err(Error::Internal("a fenced call panicked".into())),

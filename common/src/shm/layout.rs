@@ -135,6 +135,16 @@ pub(super) fn named(u: u64) -> bool {
 pub(super) fn tag_slot(u: u64) -> usize {
     ((u >> SLOT_SHIFT) & 0xfff) as usize
 }
+/// What is wrong with usage word `u` as read from a worker's books (a
+/// tenant writes them): the tag has 12 bits, there are [`MAX_PROCS`] slots.
+pub(super) fn usage_word_fault(u: u64) -> Option<String> {
+    (named(u) && tag_slot(u) >= MAX_PROCS).then(|| {
+        format!(
+            "its usage word {u:#018x} names process slot {} (there are {MAX_PROCS})",
+            tag_slot(u)
+        )
+    })
+}
 pub(super) fn tag_seq8(u: u64) -> u64 {
     u >> SEQ8_SHIFT
 }

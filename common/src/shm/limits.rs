@@ -218,6 +218,9 @@ pub(super) fn row_of(l: &Layout, d: usize) -> Res<&'static Row> {
         // No limits file yet: no limits; looked for again next time.
         return Ok(&UNLIMITED);
     };
+    // A client whose limits file was cut under it reads no limits (fails
+    // open: zero pages, `guard.rs`) and says so once.
+    let _ = intact(lim);
     let generation = lim.header.generation.load(Acquire);
     if SEEN.swap(generation, AcqRel) != generation {
         for r in &ROW {
@@ -294,8 +297,39 @@ fn mapping(slot: &AtomicPtr<Limits>, write: bool) -> Res<Option<&'static Limits>
         }
     };
     let l = map::map_as::<Limits>(&file, write)?;
+    // A truncation under this process reads as zero pages (`guard.rs`),
+    // never a SIGBUS; [`intact`] says whether it happened.
+    // The descriptor stays open for good, as the mapping does: the
+    // handler asks it for the file's size.
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+    if !guard::guard(l as *const Limits as *const u8, LIMITS.size, write, fd) {
+        eprintln!(
+            "accelerator: no SIGBUS handler for the limits file: a truncation of it would kill this process"
+        );
+    }
     map::publish_as(slot, l);
     Ok(Some(l))
+}
+
+/// Ok while `lim` (a mapping of the limits file) reads the file: Err once
+/// the file was cut under this process (the pages past its end read as zero
+/// from then on, `guard.rs`): the host's limits and freezes are lost, and
+/// its calls on them are refused until it restarts with the file
+/// re-created. Said once on stderr as well.
+fn intact(lim: &Limits) -> Res<()> {
+    if !guard::cut(lim as *const Limits as *const u8) {
+        return Ok(());
+    }
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let why = format!(
+        "the limits file {} was truncated under this process: its limits and freezes read as none from then on; \
+         re-create it (remove it while no process uses it) and restart the host to set them again",
+        crate::statedir::path().join(LIMITS_NAME).display()
+    );
+    if !SAID.swap(true, Relaxed) {
+        eprintln!("accelerator: {why}");
+    }
+    Err(Error::OperationFailed(why))
 }
 
 /// The entry named `name`, appended if new (the directory lock held).
@@ -333,13 +367,16 @@ fn write<T>(worker: Option<&str>, f: impl FnOnce(&'static Limits) -> Res<T>) -> 
         lifetime::tick();
     }
     let lim = host()?;
+    intact(lim)?;
     let _lock = crate::statedir::lock_dir(&crate::statedir::path())?;
     // Under the lock: a reclamation pass (`lifetime.rs`) never finds the
     // books of a worker whose entry is being made.
     if let Some(worker) = worker {
         let _ = workers::ensure(worker);
     }
-    f(lim)
+    let r = f(lim);
+    intact(lim)?;
+    r
 }
 
 /// Row of `worker` on `uuid`, both named if new (inside [`write`]); a new
@@ -417,6 +454,7 @@ pub(super) fn set_running(worker: &str, now_ms: u64) -> Res<Option<&'static Limi
 /// sampler's writes: no directory lock, the sampler alone writes its words).
 pub(super) fn host_row_of(worker: &str, uuid: &str) -> Res<Option<&'static Row>> {
     let lim = host()?;
+    intact(lim)?;
     Ok(
         match (
             find_ready(&lim.workers, |k| &k.key, worker),
@@ -431,7 +469,9 @@ pub(super) fn host_row_of(worker: &str, uuid: &str) -> Res<Option<&'static Row>>
 /// The host's entry of `worker`, if named.
 pub(super) fn host_worker(worker: &str) -> Res<Option<&'static LimitWorker>> {
     let lim = host()?;
-    Ok(find_ready(&lim.workers, |k| &k.key, worker).map(|w| &lim.workers[w]))
+    let found = find_ready(&lim.workers, |k| &k.key, worker).map(|w| &lim.workers[w]);
+    intact(lim)?;
+    Ok(found)
 }
 
 /// Every (worker, device, row) the host named, for the list of limits.
@@ -452,7 +492,7 @@ pub(super) fn each_row(mut f: impl FnMut(String, String, &Row)) -> Res<()> {
             f(key_name(&wk.key), uuid.clone(), &lim.rows[w][*d]);
         }
     }
-    Ok(())
+    intact(lim)
 }
 
 /// The memory limit of `worker` on `uuid` (0 = none), read by a client.
@@ -460,15 +500,15 @@ pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
     let Some(lim) = client()? else {
         return Ok(0);
     };
-    Ok(
-        match (
-            find_ready(&lim.workers, |k| &k.key, worker),
-            find_ready(&lim.devices, |k| k, uuid),
-        ) {
-            (Some(w), Some(d)) => lim.rows[w][d].mem_limit.load(Acquire),
-            _ => 0,
-        },
-    )
+    let limit = match (
+        find_ready(&lim.workers, |k| &k.key, worker),
+        find_ready(&lim.devices, |k| k, uuid),
+    ) {
+        (Some(w), Some(d)) => lim.rows[w][d].mem_limit.load(Acquire),
+        _ => 0,
+    };
+    intact(lim)?;
+    Ok(limit)
 }
 
 /// The entry of `worker`, appended if new (inside [`write`]): a full table

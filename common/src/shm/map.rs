@@ -1,6 +1,6 @@
 //! THE UNSAFE PART OF THE LIMITER: mapping the state file and viewing it as
 //! the `#[repr(C)]` layout of atomics. Nothing else in `shm` is `unsafe` but
-//! `fence.rs`.
+//! `fence.rs` and `guard.rs`.
 //!
 //! Soundness: the layout holds only `AtomicU64` fields (and padding), every
 //! bit pattern of which is valid, so viewing any mapped bytes as `Layout` is

@@ -66,7 +66,11 @@ pub(super) fn settle(l: &Layout, d: usize, wd: &WorkerDevice, u: u64) -> bool {
             return false;
         }
     }
-    let p = &l.procs[tag_slot(u)];
+    // A slot past the table is a forged word (`usage_word_fault`): there is
+    // no op to apply, and the next CAS replaces the word.
+    let Some(p) = l.procs.get(tag_slot(u)) else {
+        return true;
+    };
     let h = p.held[d].load(Acquire);
     if seq16(h) & 0xff == tag_seq8(u) {
         return true; // complete
@@ -377,7 +381,13 @@ pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
         // Host reports do not reclaim (`snapshot.rs`): the worker's dead
         // processes are reclaimed here, so the usage is that of live ones.
         sweep(b);
-        Ok(used_of(b.wd[d].usage.load(Acquire)))
+        let u = b.wd[d].usage.load(Acquire);
+        match usage_word_fault(u) {
+            Some(why) => Err(Error::OperationFailed(format!(
+                "worker {worker:?}'s limiter books are faulty on {uuid:?}: {why}"
+            ))),
+            None => Ok(used_of(u)),
+        }
     })?;
     let limit = limits::memory_limit_of(worker, uuid)?;
     Ok((used, (limit != 0).then_some(limit)))

@@ -64,6 +64,7 @@ mod devices;
 mod fence;
 mod file;
 mod freeze;
+mod guard;
 mod keys;
 mod layout;
 mod lifetime;

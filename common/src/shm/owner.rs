@@ -41,10 +41,21 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::AtomicI32;
 
-/// Registration and reclamation in this process.
+/// Registration and reclamation in this process's own books.
 pub(super) static PROCESS: ForkLock = ForkLock::new();
-/// Name claims in this process: taken inside [`PROCESS`], never around it.
+/// Name claims in this process's own books: taken inside [`PROCESS`],
+/// never around it.
 pub(super) static KEYS: ForkLock = ForkLock::new();
+
+/// `lock` held for a call on the books `l` when they are this process's own
+/// (its threads share their descriptor, whose locks never exclude each
+/// other); another worker's books are mapped for one call through a
+/// descriptor of that call's own (`map::Lent`), whose lock bytes exclude
+/// every other call's as another process's would: nothing to hold, so a
+/// call on one worker's books never waits for a call on another's.
+pub(super) fn own_lock<'a>(lock: &'a ForkLock, l: &Layout) -> Option<super::local::ForkGuard<'a>> {
+    map::is_published(l).then(|| lock.lock())
+}
 /// Opening the file in this process.
 pub(super) static OPEN: ForkLock = ForkLock::new();
 

@@ -87,7 +87,7 @@ pub(super) fn own_slot(l: &Layout, pid: i32) -> Option<usize> {
 #[cold]
 #[inline(never)]
 pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
-    let _g = owner::PROCESS.lock();
+    let _g = owner::own_lock(&owner::PROCESS, l);
     let own = pid == my_pid();
     let start = proc_stat(pid)
         .filter(|(st, _)| !matches!(st, b'Z' | b'X' | b'x'))
@@ -145,6 +145,19 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
 /// The worker of a process without `ACCELERATOR_WORKER_ID`: named for its
 /// pid namespace, pid and start time, so its limits bind that process
 /// alone (not a child, not a later process that reuses the pid).
+/// Whether process `pid` (a pid here) holds the file `(dev, ino)` open: one
+/// of its `/proc/<pid>/fd` links is that file. A process that registered
+/// itself in a worker's books holds them open for as long as it lives (its
+/// slot's lock byte is taken on that descriptor).
+pub(super) fn holds_open(pid: i32, file: (u64, u64)) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    dir.flatten()
+        .any(|e| std::fs::metadata(e.path()).is_ok_and(|m| (m.dev(), m.ino()) == file))
+}
+
 pub(super) fn private_worker(ns: u64, pid: i32, start: u64) -> String {
     format!("process-{ns}-{pid}-{start}")
 }

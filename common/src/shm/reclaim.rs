@@ -83,7 +83,7 @@ fn free_books(l: &Layout, i: usize) {
 
 /// Reclaim every dead process of the books `l`. Returns how many.
 pub(super) fn sweep(l: &Layout) -> usize {
-    let _g = owner::PROCESS.lock();
+    let _g = owner::own_lock(&owner::PROCESS, l);
     sweep_locked(l)
 }
 

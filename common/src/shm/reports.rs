@@ -131,19 +131,31 @@ pub struct ProcessUsage {
 /// Assembled from every worker's books, each read from a copy and checked
 /// on its own (`workers::each`): books that cannot be used leave that worker
 /// out (the reason is logged) and the others in. Dead processes are left
-/// out, so the bytes are those of live processes only, and so is a slot
-/// that cannot be its worker's (books are their tenant's to write): no
-/// process of its pid namespace, pid and start time ([`Visible`]), a
-/// private worker's slot of another process than the worker's, or a
-/// process that started as another worker's (`workers::started_elsewhere`). A process of a pid
-/// namespace the caller cannot see (a sibling container's, from inside a
-/// container) is left out: it has no pid here. The host sees every
-/// container's processes.
+/// out, so the bytes are those of live processes only.
+///
+/// The books are their tenant's to write, so a slot is reported only where
+/// the host can tie its process to these books (docs/hypervisor.md, "What
+/// a host report trusts"): a process of its pid namespace, pid and start
+/// time exists ([`Visible`]), and either it registered itself and holds
+/// these very books open (`/proc/<pid>/fd`, [`holds_open`]), or the slot is
+/// a proxy `AddWorkerProcess` made and the process started as this
+/// worker's (`workers::started_as`: the environment the host chose the
+/// books by); a private worker's books hold its one process alone. A slot
+/// naming any other process (another worker's, a host daemon) is left out,
+/// so it can neither add an entry nor stand beside another worker's. The
+/// bytes reported are bounded by the worker's memory limit on the device,
+/// when it has one. A process of a pid namespace the caller cannot see (a
+/// sibling container's, from inside a container) is left out: it has no
+/// pid here. The host sees every container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
     let mut out = Vec::new();
     let mut visible = Visible::default();
+    let mut limits = std::collections::HashMap::new();
     workers::each(|worker, dir_worker, snap| {
         let devices = ready_devices(snap.devices());
+        let Some(books) = snap.identity() else {
+            return;
+        };
         for (i, p) in snap.procs().iter().enumerate() {
             let st = p.state.load(Acquire);
             if !snap.alive(i) {
@@ -153,13 +165,21 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
             let Some(pid) = visible.pid(ns, word_pid(st), start) else {
                 continue;
             };
-            // A private worker's books are its one process's; a named
-            // worker's do not hold a process started as another's.
-            let theirs = if worker.is_empty() {
-                private_worker(ns, word_pid(st), start) == dir_worker
-            } else {
-                !workers::started_elsewhere(pid, dir_worker)
-            };
+            // A private worker's books are its one process's; either way
+            // the process holds the books open, or the host registered it
+            // (a proxy slot) by the environment it started with.
+            let private = worker.is_empty();
+            // This process holds every worker's books open while it reads
+            // them: it is in them only if they are its own worker's (as its
+            // limiter calls name it: its environment, or its private one).
+            let theirs = (!private || private_worker(ns, word_pid(st), start) == dir_worker)
+                && if pid == my_pid() {
+                    workers::worker_of(pid).is_ok_and(|(w, _)| w == dir_worker)
+                } else if p.owned.load(Relaxed) != 0 {
+                    holds_open(pid, books)
+                } else {
+                    private || workers::started_as(pid, dir_worker)
+                };
             if !theirs {
                 forged(dir_worker, word_pid(st));
                 continue;
@@ -167,6 +187,14 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
             let mask = p.devmask.load(Acquire);
             for (d, uuid) in &devices {
                 if mask & 1 << d != 0 {
+                    let limit = *limits
+                        .entry((dir_worker.to_string(), uuid.clone()))
+                        .or_insert_with(|| limits::memory_limit_of(dir_worker, uuid).unwrap_or(0));
+                    let bytes = low48(p.held[*d].load(Acquire)).min(if limit == 0 {
+                        MAX_BYTES
+                    } else {
+                        limit
+                    });
                     out.push(ProcessUsage {
                         pid,
                         namespace_pid: word_pid(st),
@@ -174,7 +202,7 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
                         start_time: start,
                         worker: worker.to_string(),
                         device_uuid: uuid.clone(),
-                        memory_bytes: low48(p.held[*d].load(Acquire)),
+                        memory_bytes: bytes,
                         compute_tokens: p.tokens[*d].load(Relaxed),
                     });
                 }

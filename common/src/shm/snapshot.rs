@@ -102,6 +102,13 @@ impl Snapshot {
         self.l
     }
 
+    /// The books' file identity (device, inode), which a process that
+    /// registered itself holds open (`process::holds_open`).
+    pub(super) fn identity(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        self.file.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+
     /// The header (as read: untrusted).
     pub(super) fn header(&self) -> &Header {
         &self.l.header

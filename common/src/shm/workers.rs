@@ -123,19 +123,16 @@ fn env_worker(env: &[u8]) -> Option<&[u8]> {
         .find_map(|kv| kv.strip_prefix(b"ACCELERATOR_WORKER_ID="))
 }
 
-/// Whether process `pid` (a pid here) started as a process of another
-/// worker than `worker`: the environment it started with (as a container's
-/// first process is given it, `/proc/<pid>/environ`) names another. One
-/// that cannot be read, or names none, may be `worker`'s (a process may set
-/// its worker before its first limiter call).
-pub(super) fn started_elsewhere(pid: i32, worker: &str) -> bool {
+/// Whether process `pid` (a pid here) started as a process of `worker`:
+/// the environment it started with (`/proc/<pid>/environ`) names it, which
+/// is how `AddWorkerProcess` chose the books it put a proxy slot in.
+pub(super) fn started_as(pid: i32, worker: &str) -> bool {
     let path = if pid == my_pid() {
         "/proc/self/environ".to_string()
     } else {
         format!("/proc/{pid}/environ")
     };
-    std::fs::read(path)
-        .is_ok_and(|env| env_worker(&env).is_some_and(|w| !w.is_empty() && w != worker.as_bytes()))
+    std::fs::read(path).is_ok_and(|env| env_worker(&env) == Some(worker.as_bytes()))
 }
 
 /// A process's pid namespace and its pid there (`NSpid`'s last field).
