@@ -95,13 +95,15 @@ test-usage-merge: $(LIMITER_SO) $(BUILD)/c-tests/test_usage_merge $(BUILD)/libac
 TEST_RUN_EXTRA += test-usage-merge
 
 # fork() from a threaded host while its threads are inside each vendor (the
-# stub, the NVIDIA fakes, the Ascend fake): 500 forks each, 0 hangs (issue
+# stub, the NVIDIA fakes, the Ascend fake, the AMD fake): 500 forks each, 0 hangs (issue
 # 23; about 5-40 s per vendor on a loaded 2-core machine).
 .PHONY: test-fork-vendors
 test-fork-vendors: $(BUILD)/c-tests/test_fork_vendors $(BUILD)/libaccelerator.so $(NVIDIA_TEST_DEPS) \
-                   $(ASCEND_TEST_DEPS)
+                   $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error \
 	  $(BUILD)/c-tests/test_fork_vendors $(BUILD)/libaccelerator.so 500
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error $(AMD_ENV) \
+	  $(BUILD)/c-tests/test_fork_vendors $(BUILD)/libaccelerator_amd.so 500
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error ACCELERATOR_VENDOR=nvidia \
 	  ACCELERATOR_NVML_PATH=$(NVIDIA_FAKES)/libnvidia-ml.so.1 \
 	  ACCELERATOR_CUDA_PATH=$(NVIDIA_FAKES)/libcuda.so.1 \
@@ -135,7 +137,7 @@ FORCE:
 define HELP
 Build
   all (default)         build/libaccelerator.so (stub vendor) and build/libcuda_limiter.so
-  stub, nvidia, ascend  build/libaccelerator_<vendor>.so, one Cargo feature each
+  stub, nvidia, ascend, amd  build/libaccelerator_<vendor>.so, one Cargo feature each
   limiter               build/liblimiter.so (and include/limiter.h)
   hook                  build/libcuda_limiter.so, the CUDA preload hook
   headers               regenerate the cbindgen headers in include/
@@ -154,6 +156,13 @@ Test (all part of `make test` unless marked)
   test-usage-merge      the limiter's records in each vendor's process listings
   test-nvidia           the NVIDIA vendor against its fake NVML and CUDA driver
   test-ascend           the Ascend vendor against its fake DCMI
+  test-amd              the AMD vendor against its fake AMD SMI (MI300X and MI210 nodes), its layouts
+  test-amd-probe        the probe on the AMD fake: XGMI topology, partition templates
+  test-amd-valgrind     the AMD suite under valgrind
+  test-go-amd           the cgo binding against the AMD build
+  test-pci              PCI discovery on fake sysfs trees: selection, errors, probe --pci, --json schema
+  test-fork-vendors     500 forks while threads call every vendor function (stub, NVIDIA, Ascend, AMD)
+  test-host-trust       forged and fuzzed worker books, truncated limits.shm, host reports (ASan)
   test-nvidia-valgrind, test-ascend-valgrind  the same under valgrind
   test-link             each vendor build linked by -l and by path from a copy of build/
   test-v2-layout        every size and offset of the v2 ABI
@@ -164,21 +173,28 @@ Test (all part of `make test` unless marked)
   test-go               the Go binding (cgo): go vet and go test -race
   test-probe            the probe's text, --json and --watch output
   valgrind-probe        the probe under valgrind
-  limiter-test          liblimiter: exports, limits, SIGKILLs, pid namespaces, state faults
+  limiter-test          liblimiter: exports, limits, SIGKILLs, pid namespaces, state faults, lifetime
+  lifetime-test         LimiterRemoveWorker, reclamation, books sizes, churn of 100,000 workers
   limiter-valgrind      the limiter suites under valgrind
   hook-test             the CUDA hook: three apps on the fake driver, directly and in pid namespaces
   hook-valgrind         the hook suite under valgrind
   compute-test          compute limits: launch throttling on the fake driver's simulated device
+  compute-cases-test    compute limits by kernel length, processes per worker, 0.1 s and 1 s sampling
+  hook-table-test       docs/hook.md's entry-point table matches what the hook resolves
   sampler-fork-test     the host compute sampler across fork() from a threaded host
   install-test          install into a temporary DESTDIR, build C and Go against it via pkg-config
   test-gpu-kit          the GPU kit against the fake NVML and CUDA libraries
   test-readme           README's runnable commands, the docs' links, this list
+  replace-test          build outputs are replaced by rename, never overwritten in place
 Benchmarks (not part of `make test`)
   bench                 the limiter's hot path, the NVIDIA vendor and the CUDA hook
   bench-nvidia          the NVIDIA vendor against its fakes
-  hook-bench            the CUDA hook's added cost per allocation, lookup and launch
+  hook-bench            the CUDA hook's added cost per allocation, lookup, launch and memory view
+  bench-scale           host calls and the sampler at 1-500 workers x 1-500 processes
+Maintenance
+  hook-table            regenerate docs/hook.md's entry-point table
 Packaging
-  install               install (PREFIX, DESTDIR, LIBDIR, INSTALL_VENDOR=stub|nvidia|ascend)
+  install               install (PREFIX, DESTDIR, LIBDIR, INSTALL_VENDOR=stub|nvidia|ascend|amd)
   uninstall             remove what install put there
   dist                  build/accelerator-<version>.tar.gz, a relocatable tree of every vendor build
 endef

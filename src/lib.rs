@@ -14,7 +14,7 @@ pub mod abi;
 mod api;
 #[cfg(any(feature = "ascend", feature = "amd"))]
 mod dynlib;
-#[cfg(any(feature = "nvidia", feature = "ascend"))]
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 mod fork_lock;
 mod hostfiles;
 mod hypervisor;

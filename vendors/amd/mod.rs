@@ -13,16 +13,19 @@ mod metrics;
 mod partition;
 mod smi;
 
+use crate::fork_lock::{self, ForkMutex};
 use crate::log::log_at;
 use crate::vendor::*;
 use accel_common::{Error, Res};
 use discovery::Dev;
-use parking_lot::Mutex;
+use std::sync::atomic::AtomicBool;
 
 /// Load libamd_smi.so (once), initialise it for GPUs and describe them. A
 /// missing library, a failing `amdsmi_init` or a missing required symbol
 /// is an error here, which the selector logs and turns into 0 devices.
 pub fn open() -> Res<Box<dyn Vendor>> {
+    static FORK_HANDLERS: AtomicBool = AtomicBool::new(false);
+    fork_lock::install(hold_for_fork, &FORK_HANDLERS);
     let smi = smi::shared()?;
     if !smi.missing.is_empty() {
         log_at!(
@@ -34,19 +37,24 @@ pub fn open() -> Res<Box<dyn Vendor>> {
     }
     let devices = discovery::discover(smi).inspect_err(|_| smi.shut_down())?;
     log_at!(Debug, "amd: {} loaded, {} GPUs", smi.path, devices.len());
-    Ok(Box::new(Amd {
-        smi,
-        devices,
-        partition_lock: Mutex::new(()),
-    }))
+    Ok(Box::new(Amd { smi, devices }))
 }
 
 struct Amd {
     smi: &'static smi::Smi,
     devices: Vec<Dev>,
-    /// Serializes this process's idle check + mode change (the driver
-    /// arbitrates between processes).
-    partition_lock: Mutex<()>,
+}
+
+/// Serializes this process's idle check + mode change (the driver
+/// arbitrates between processes).
+static PARTITION: ForkMutex<()> = ForkMutex::new(());
+
+/// Before `fork()`: hold this vendor's locks, outer first (a mode change
+/// calls AMD SMI, whose lock it takes, inside [`PARTITION`]), so a child
+/// forked while another thread is inside starts with both free.
+extern "C" fn hold_for_fork() {
+    PARTITION.hold();
+    smi::LOCK.hold();
 }
 
 impl Amd {
@@ -135,13 +143,13 @@ impl Vendor for Amd {
 
     fn assign_partition(&self, template_id: &str, device_uuid: &str) -> Res<Partition> {
         let dev = self.by_uuid(device_uuid)?;
-        let _g = self.partition_lock.lock();
+        let _g = PARTITION.lock();
         partition::assign(self.smi, dev, template_id)
     }
 
     fn remove_partition(&self, template_id: &str, device_uuid: &str) -> Res<()> {
         let dev = self.by_uuid(device_uuid)?;
-        let _g = self.partition_lock.lock();
+        let _g = PARTITION.lock();
         partition::remove(self.smi, dev, template_id)
     }
 

@@ -11,8 +11,8 @@
 use super::error::{AmdError, Status};
 pub use crate::dynlib::c_str;
 use crate::dynlib::{sym, Zeroed};
+use crate::fork_lock::ForkMutex;
 use libloading::Library;
-use parking_lot::Mutex;
 use std::ffi::{c_char, c_uint, c_void};
 use std::sync::OnceLock;
 
@@ -332,11 +332,14 @@ struct Optional {
     partition_profile: Option<FnProfile>,
 }
 
+/// Serializes this process's AMD SMI calls (one library per process:
+/// `shared`). Held around `fork()` by the vendor's fork handler (`mod.rs`).
+pub(super) static LOCK: ForkMutex<()> = ForkMutex::new(());
+
 pub struct Smi {
     _lib: Library,
     req: Required,
     opt: Optional,
-    lock: Mutex<()>,
     pub path: String,
     /// Optional symbols this library lacks (for the log and the docs).
     pub missing: Vec<&'static str>,
@@ -414,7 +417,6 @@ impl Smi {
             _lib: lib,
             req,
             opt,
-            lock: Mutex::new(()),
             path,
             missing,
         })
@@ -422,7 +424,7 @@ impl Smi {
 
     /// Run `f` with the AMD SMI lock held.
     fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _g = self.lock.lock();
+        let _g = LOCK.lock();
         f()
     }
 
