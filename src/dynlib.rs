@@ -5,7 +5,6 @@
 //! and wraps each function; the `unsafe` lives here and there only.
 
 use libloading::Library;
-use std::ffi::c_char;
 
 /// Load the library named by `env` when it is set and non-empty (a failure
 /// is reported, not replaced by the search), else the first of `paths`
@@ -57,8 +56,9 @@ pub fn c_str(buf: &[u8]) -> String {
     String::from_utf8_lossy(&buf[..end]).trim().to_string()
 }
 
-/// `c_str` of a `c_char` buffer.
-pub fn c_chars(buf: &[c_char]) -> String {
+/// `c_str` of a `c_char` buffer (DCMI declares its strings so).
+#[cfg(feature = "ascend")]
+pub fn c_chars(buf: &[std::ffi::c_char]) -> String {
     let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
     c_str(&bytes)
 }

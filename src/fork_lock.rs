@@ -17,13 +17,14 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering::*};
-use std::sync::{
-    Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
-};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+#[cfg(feature = "nvidia")]
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 pub(crate) struct ForkMutex<T>(Mutex<T>);
 
 /// A read-write lock held for writing around `fork()` (the same way).
+#[cfg(feature = "nvidia")]
 pub(crate) struct ForkRwLock<T>(RwLock<T>);
 
 thread_local! {
@@ -50,6 +51,7 @@ impl<T: Send + 'static> ForkMutex<T> {
     }
 }
 
+#[cfg(feature = "nvidia")]
 impl<T: Send + Sync + 'static> ForkRwLock<T> {
     pub(crate) const fn new(t: T) -> ForkRwLock<T> {
         ForkRwLock(RwLock::new(t))
