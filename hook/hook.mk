@@ -139,31 +139,39 @@ hook-table: $(HOOK_SO) $(HOOK_BIN)/entry_table $(HOOK_BIN)/driver.exports
 	  docs/hook.md > docs/hook.md.new && mv docs/hook.md.new docs/hook.md
 TEST_RUN_EXTRA += hook-table-test
 
-# ---- NVIDIA's CUDA runtime on the fake driver (issue 22): libcudart.so.12
-# from the PyPI wheel nvidia-cuda-runtime-cu12 (3.5 MB), fetched once into
-# build/cudart/ with pip. No skip: a failed fetch fails the test and says why.
+# ---- NVIDIA's CUDA runtimes on the fake driver (issue 22): libcudart.so.12
+# from the PyPI wheel nvidia-cuda-runtime-cu12 and libcudart.so.13 from
+# nvidia-cuda-runtime (3.5 MB each), fetched once into build/cudart/ with pip.
+# No skip: a failed fetch fails the test and says why.
 CUDART12_VERSION := 12.9.79
-CUDART12_DIR     := $(BUILD)/cudart/$(CUDART12_VERSION)
-CUDART12         := $(CUDART12_DIR)/nvidia/cuda_runtime/lib/libcudart.so.12
+CUDART13_VERSION := 13.5.37
+CUDART12 := $(BUILD)/cudart/$(CUDART12_VERSION)/nvidia/cuda_runtime/lib/libcudart.so.12
+CUDART13 := $(BUILD)/cudart/$(CUDART13_VERSION)/nvidia/cu13/lib/libcudart.so.13
+
+# $(call fetch_wheel,PACKAGE,VERSION,WHEEL-NAME): into build/cudart/VERSION.
+define fetch_wheel
+@rm -rf $(BUILD)/cudart/$(2) && mkdir -p $(BUILD)/cudart/$(2)/wheel
+python3 -m pip download --quiet --no-deps --only-binary=:all: $(1)==$(2) -d $(BUILD)/cudart/$(2)/wheel \
+  || { echo "FAIL: cannot fetch $(1)==$(2) from PyPI with 'python3 -m pip download'" \
+       "(network, or pip missing): the CUDA runtime test cannot run" >&2; \
+       rm -rf $(BUILD)/cudart/$(2); exit 1; }
+python3 -m zipfile -e $(BUILD)/cudart/$(2)/wheel/$(3)-$(2)-*.whl $(BUILD)/cudart/$(2)
+@test -f $@ || { echo "FAIL: the $(1) wheel holds no $@" >&2; exit 1; }
+endef
 
 .PHONY: cudart cudart-test
-cudart: $(CUDART12)
+cudart: $(CUDART12) $(CUDART13)
 $(CUDART12):
-	@rm -rf $(CUDART12_DIR) && mkdir -p $(CUDART12_DIR)/wheel
-	python3 -m pip download --quiet --no-deps --only-binary=:all: \
-	  nvidia-cuda-runtime-cu12==$(CUDART12_VERSION) -d $(CUDART12_DIR)/wheel \
-	  || { echo "FAIL: cannot fetch nvidia-cuda-runtime-cu12==$(CUDART12_VERSION) from PyPI" \
-	       "with 'python3 -m pip download' (network, or pip missing): the runtime test cannot run" >&2; \
-	       rm -rf $(CUDART12_DIR); exit 1; }
-	python3 -m zipfile -e $(CUDART12_DIR)/wheel/nvidia_cuda_runtime_cu12-$(CUDART12_VERSION)-*.whl \
-	  $(CUDART12_DIR)
-	@test -f $@ || { echo "FAIL: the wheel holds no $(@F)" >&2; exit 1; }
+	$(call fetch_wheel,nvidia-cuda-runtime-cu12,$(CUDART12_VERSION),nvidia_cuda_runtime_cu12)
+$(CUDART13):
+	$(call fetch_wheel,nvidia-cuda-runtime,$(CUDART13_VERSION),nvidia_cuda_runtime)
 
 $(HOOK_BIN)/test_cudart: c-tests/hook/test_cudart.c c-tests/test_util.h
 	@mkdir -p $(HOOK_BIN)
 	$(CC) $(CFLAGS) -o $@ $< -ldl
 
-cudart-test: $(HOOK_TEST_DEPS) $(HOOK_BIN)/test_cudart $(CUDART12)
+cudart-test: $(HOOK_TEST_DEPS) $(HOOK_BIN)/test_cudart $(CUDART12) $(CUDART13)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) $(HOOK_BIN)/test_cudart \
-	  $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) $(LIMITER_SO) $(abspath $(CUDART12))
+	  $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) $(LIMITER_SO) \
+	  $(abspath $(CUDART12)) $(abspath $(CUDART13))
 TEST_RUN_EXTRA += cudart-test

@@ -1,7 +1,9 @@
-/* NVIDIA's CUDA runtime (libcudart.so.12 from the PyPI wheel, fetched by
- * `make cudart`) on the fake driver, under the hook and without it.
+/* NVIDIA's CUDA runtimes (libcudart.so.12 and .so.13 from the PyPI wheels,
+ * fetched by `make cudart`) on the fake driver, under the hook and without.
+ * For a 13.x runtime the fake driver reports 13050 (FAKE_CUDA_DRIVER_VERSION):
+ * that runtime refuses a driver below 13000.
  *
- * Usage: test_cudart LIBACCELERATOR HOOK LIBLIMITER LIBCUDART
+ * Usage: test_cudart LIBACCELERATOR HOOK LIBLIMITER LIBCUDART...
  * The environment (Makefile) picks the nvidia vendor on the fake NVML and
  * LD_LIBRARY_PATH for the fake libcuda.so.1.
  *
@@ -122,6 +124,7 @@ static int child(const char *libcudart, int limited, const char *liblimiter, con
 }
 
 static const char *self, *hook, *liblimiter, *libcudart;
+static void runtime(const char *lib, int (*set_limit)(const char *, const char *, uint64_t));
 
 /* Run this program as a child: with the hook (or not), as `worker` (or
  * none), tracing the driver's calls into `trace` (or not). */
@@ -152,11 +155,11 @@ static int spawn(int with_hook, const char *worker, int limited, const char *tra
 int main(int argc, char **argv) {
   if (argc == 6 && strcmp(argv[1], "child") == 0)
     return child(argv[2], atoi(argv[3]), argv[4], argv[5]);
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s LIBACCELERATOR HOOK LIBLIMITER LIBCUDART\n", argv[0]);
+  if (argc < 5) {
+    fprintf(stderr, "usage: %s LIBACCELERATOR HOOK LIBLIMITER LIBCUDART...\n", argv[0]);
     return 2;
   }
-  self = argv[0], hook = argv[2], liblimiter = argv[3], libcudart = argv[4];
+  self = argv[0], hook = argv[2], liblimiter = argv[3];
   void *acc = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   int (*set_limit)(const char *, const char *, uint64_t) =
       acc ? (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit") : NULL;
@@ -166,18 +169,32 @@ int main(int argc, char **argv) {
   }
   /* Contexts reserve nothing: the limit is filled by cudaMalloc alone. */
   setenv("FAKE_CUDA_CTX_RESERVE", "0", 1);
-  const char *worker = "cudart-limited";
+  for (int i = 4; i < argc; i++)
+    runtime(argv[i], set_limit);
+  return test_summary();
+}
+
+/* One runtime: limited, unlimited, and the inert hook's driver trace. */
+static void runtime(const char *lib, int (*set_limit)(const char *, const char *, uint64_t)) {
+  char worker[64];
+  int major = strstr(lib, "libcudart.so.13") ? 13 : 12;
+  libcudart = lib;
+  if (major >= 13)
+    setenv("FAKE_CUDA_DRIVER_VERSION", "13050", 1);
+  else
+    unsetenv("FAKE_CUDA_DRIVER_VERSION");
+  snprintf(worker, sizeof worker, "cudart%d-limited", major);
   CHECK(set_limit(worker, UUID0, LIMIT) == 0, "SetMemHardLimit(%s, 64 MiB)", worker);
-  CHECK(spawn(1, worker, 1, NULL) == 0, "libcudart under the hook, 64 MiB worker");
-  CHECK(spawn(0, NULL, 0, NULL) == 0, "libcudart without the hook");
+  CHECK(spawn(1, worker, 1, NULL) == 0, "%s under the hook, 64 MiB worker", lib);
+  CHECK(spawn(0, NULL, 0, NULL) == 0, "%s without the hook", lib);
 
   /* No worker: the hook is inert; the driver sees the same calls. */
   char plain[64], hooked[64];
   snprintf(plain, sizeof plain, "/tmp/cudart-trace-plain.%d", (int)getpid());
   snprintf(hooked, sizeof hooked, "/tmp/cudart-trace-hooked.%d", (int)getpid());
   unlink(plain), unlink(hooked);
-  CHECK(spawn(0, NULL, 0, plain) == 0, "traced, without the hook");
-  CHECK(spawn(1, NULL, 0, hooked) == 0, "traced, under the hook with no worker");
+  CHECK(spawn(0, NULL, 0, plain) == 0, "%s traced, without the hook", lib);
+  CHECK(spawn(1, NULL, 0, hooked) == 0, "%s traced, under the hook with no worker", lib);
   size_t na = 0, nb = 0;
   char *a = slurp(plain, &na), *b = slurp(hooked, &nb);
   CHECK(a && b && na > 1000, "both traces were written (%zu, %zu bytes)", na, nb);
@@ -190,5 +207,4 @@ int main(int argc, char **argv) {
   }
   free(a), free(b);
   unlink(plain), unlink(hooked);
-  return test_summary();
 }
