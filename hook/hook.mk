@@ -118,7 +118,7 @@ HOOK_TABLE_RUN  = $(HOOK_TEST_ENV) LD_PRELOAD=$(abspath $(HOOK_SO)) $(HOOK_BIN)/
                   $(HOOK_TABLE_ARGS)
 $(HOOK_BIN)/entry_table: c-tests/hook/entry_table.c
 	@mkdir -p $(HOOK_BIN)
-	$(CC) $(CFLAGS) -o $@ $< -ldl
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 
 .PHONY: hook-table hook-table-test
 $(HOOK_BIN)/driver.exports: $(NVIDIA_FAKES)/libcuda.so.1
@@ -168,7 +168,7 @@ $(CUDART13):
 
 $(HOOK_BIN)/test_cudart: c-tests/hook/test_cudart.c c-tests/test_util.h
 	@mkdir -p $(HOOK_BIN)
-	$(CC) $(CFLAGS) -o $@ $< -ldl
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 
 cudart-test: $(HOOK_TEST_DEPS) $(HOOK_BIN)/test_cudart $(CUDART12) $(CUDART13)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) $(HOOK_BIN)/test_cudart \

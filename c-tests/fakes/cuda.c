@@ -472,13 +472,23 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   if (r != CUDA_SUCCESS)
     return r;
   switch (attr) { /* cuda.h's CUdevice_attribute; what an A40 (A10) reports */
-  case 1: *v = 1024; break;           /* MAX_THREADS_PER_BLOCK */
-  case 10: *v = 32; break;            /* WARP_SIZE */
-  case 16: *v = dev_sms[d]; break;    /* MULTIPROCESSOR_COUNT */
-  case 33: *v = 0x41 + 0x40 * d; break; /* PCI_BUS_ID */
-  case 75: *v = 8; break;             /* COMPUTE_CAPABILITY_MAJOR */
-  case 76: *v = 6; break;             /* COMPUTE_CAPABILITY_MINOR */
-  default: *v = 0; break;             /* the rest: absent (0) on this fake */
+  case 1: case 2: case 3: *v = 1024; break; /* MAX_THREADS_PER_BLOCK, MAX_BLOCK_DIM_X/Y */
+  case 4: *v = 64; break;                   /* MAX_BLOCK_DIM_Z */
+  case 5: *v = 2147483647; break;           /* MAX_GRID_DIM_X */
+  case 6: case 7: *v = 65535; break;        /* MAX_GRID_DIM_Y/Z */
+  case 8: *v = 49152; break;                /* MAX_SHARED_MEMORY_PER_BLOCK */
+  case 9: *v = 65536; break;                /* TOTAL_CONSTANT_MEMORY */
+  case 10: *v = 32; break;                  /* WARP_SIZE */
+  case 12: case 82: *v = 65536; break;      /* MAX_REGISTERS_PER_BLOCK / _MULTIPROCESSOR */
+  case 16: *v = dev_sms[d]; break;          /* MULTIPROCESSOR_COUNT */
+  case 33: *v = 0x41 + 0x40 * d; break;     /* PCI_BUS_ID */
+  case 39: *v = 1536; break;                /* MAX_THREADS_PER_MULTIPROCESSOR */
+  case 75: *v = 8; break;                   /* COMPUTE_CAPABILITY_MAJOR */
+  case 76: *v = 6; break;                   /* COMPUTE_CAPABILITY_MINOR */
+  case 81: *v = 102400; break;              /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+  case 97: *v = 101376; break;              /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+  case 106: *v = 16; break;                 /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+  default: *v = 0; break;                   /* the rest: absent (0) on this fake */
   }
   return CUDA_SUCCESS;
 }
@@ -1050,6 +1060,13 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGetErrorString", (void *)cuGetErrorString, 6000, 0},
     {"cuDeviceGetName", (void *)cuDeviceGetName, 2000, 0},
     {"cuModuleGetLoadingMode", (void *)cuModuleGetLoadingMode, 11070, 0},
+    {"cuLibraryLoadData", (void *)cuLibraryLoadData, 12000, 0},
+    {"cuLibraryUnload", (void *)cuLibraryUnload, 12000, 0},
+    {"cuLibraryGetKernel", (void *)cuLibraryGetKernel, 12000, 0},
+    {"cuLibraryGetModule", (void *)cuLibraryGetModule, 12000, 0},
+    {"cuKernelGetFunction", (void *)cuKernelGetFunction, 12000, 0},
+    {"cuKernelGetAttribute", (void *)cuKernelGetAttribute, 12000, 0},
+    {"cuFuncGetAttribute", (void *)cuFuncGetAttribute, 2020, 0},
     {"cuDevicePrimaryCtxGetState", (void *)cuDevicePrimaryCtxGetState, 7000, 0},
     {"cuDevicePrimaryCtxSetFlags", (void *)cuDevicePrimaryCtxSetFlags, 7000, 0},
     {"cuDevicePrimaryCtxSetFlags", (void *)cuDevicePrimaryCtxSetFlags_v2, 11000, 0},

@@ -12,11 +12,17 @@
  *   cudaMemGetInfo shows 64 MiB total, cudaMalloc fills exactly 64 MiB, the
  *   crossing request is cudaErrorMemoryAllocation and never reaches the
  *   driver (its allocation count and the driver trace), cudaFree gives back
- *   exactly, cudaDeviceReset gives back everything (limiterGetWorkerUsage 0).
+ *   exactly, cudaDeviceReset gives back everything (limiterGetWorkerUsage 0);
+ *   then cudaMallocManaged, cudaMallocPitch, cudaMallocAsync/cudaFreeAsync
+ *   on the default pool and from a cudaMemPoolCreate pool, 8 threads: each
+ *   fills the limit exactly, the crossing request is refused, the frees give
+ *   back exactly; device 1 (no limit) is not charged to device 0; and
+ *   cudaLaunchKernel of a registered fat binary reaches the driver once.
  * - unlimited: the same without the hook: the driver's total, no refusal.
  * - inert: with the hook and no worker, the driver sees exactly the calls
  *   it sees without the hook (FAKE_CUDA_TRACE). */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,7 +44,23 @@ static int (*cudaMalloc)(void **, size_t);
 static int (*cudaFree)(void *);
 static int (*cudaMemGetInfo)(size_t *, size_t *);
 static int (*cudaDeviceReset)(void);
+static int (*cudaMallocManaged)(void **, size_t, unsigned);
+static int (*cudaMallocPitch)(void **, size_t *, size_t, size_t);
+static int (*cudaMallocAsync)(void **, size_t, void *);
+static int (*cudaFreeAsync)(void *, void *);
+static int (*cudaStreamSynchronize)(void *);
+static int (*cudaMemPoolCreate)(void **, const void *);
+static int (*cudaMemPoolDestroy)(void *);
+static int (*cudaMallocFromPoolAsync)(void **, size_t, void *, void *);
+static void **(*registerFatBinary)(void *);
+static void (*registerFatBinaryEnd)(void **);
+static void (*registerFunction)(void **, const char *, char *, const char *, int, void *, void *,
+                                void *, void *, int *);
+typedef struct { unsigned x, y, z; } dim3;
+static int (*cudaLaunchKernel)(const void *, dim3, dim3, void **, size_t, void *);
+static int (*cudaDeviceSynchronize)(void);
 static int (*fake_cuda_mem)(int, unsigned long long *, unsigned long long *);
+static unsigned long long (*fake_cuda_calls)(const char *);
 
 static int bind(const char *libcudart) {
   void *rt = dlopen(libcudart, RTLD_NOW | RTLD_LOCAL);
@@ -53,9 +75,28 @@ static int bind(const char *libcudart) {
   *(void **)&cudaFree = dlsym(rt, "cudaFree");
   *(void **)&cudaMemGetInfo = dlsym(rt, "cudaMemGetInfo");
   *(void **)&cudaDeviceReset = dlsym(rt, "cudaDeviceReset");
+  *(void **)&cudaMallocManaged = dlsym(rt, "cudaMallocManaged");
+  *(void **)&cudaMallocPitch = dlsym(rt, "cudaMallocPitch");
+  *(void **)&cudaMallocAsync = dlsym(rt, "cudaMallocAsync");
+  *(void **)&cudaFreeAsync = dlsym(rt, "cudaFreeAsync");
+  *(void **)&cudaStreamSynchronize = dlsym(rt, "cudaStreamSynchronize");
+  *(void **)&cudaMemPoolCreate = dlsym(rt, "cudaMemPoolCreate");
+  *(void **)&cudaMemPoolDestroy = dlsym(rt, "cudaMemPoolDestroy");
+  *(void **)&cudaMallocFromPoolAsync = dlsym(rt, "cudaMallocFromPoolAsync");
+  *(void **)&registerFatBinary = dlsym(rt, "__cudaRegisterFatBinary");
+  *(void **)&registerFatBinaryEnd = dlsym(rt, "__cudaRegisterFatBinaryEnd");
+  *(void **)&registerFunction = dlsym(rt, "__cudaRegisterFunction");
+  *(void **)&cudaLaunchKernel = dlsym(rt, "cudaLaunchKernel");
+  *(void **)&cudaDeviceSynchronize = dlsym(rt, "cudaDeviceSynchronize");
   *(void **)&fake_cuda_mem = dlsym(drv, "fake_cuda_mem");
+  *(void **)&fake_cuda_calls = dlsym(drv, "fake_cuda_calls");
   return cudaGetDeviceCount && cudaSetDevice && cudaMalloc && cudaFree && cudaMemGetInfo &&
-                 cudaDeviceReset && fake_cuda_mem
+                 cudaDeviceReset && cudaMallocManaged && cudaMallocPitch && cudaMallocAsync &&
+                 cudaFreeAsync && cudaStreamSynchronize && cudaMemPoolCreate &&
+                 cudaMemPoolDestroy &&
+                 cudaMallocFromPoolAsync && registerFatBinary && registerFatBinaryEnd &&
+                 registerFunction && cudaLaunchKernel && cudaDeviceSynchronize && fake_cuda_mem &&
+                 fake_cuda_calls
              ? 0
              : -1;
 }
@@ -64,6 +105,139 @@ static unsigned long long driver_allocations(void) {
   unsigned long long used, n;
   fake_cuda_mem(0, &used, &n);
   return n;
+}
+
+static size_t info_free(void) {
+  size_t f = 0, t = 0;
+  return cudaMemGetInfo(&f, &t) == cudaSuccess ? f : 0;
+}
+static void *alloc8(void *arg) {
+  void **p = arg;
+  for (int i = 0; i < 2; i++)
+    if (cudaMalloc(&p[i], 4 * MIB) != cudaSuccess)
+      p[i] = NULL;
+  return NULL;
+}
+
+/* Managed, pitched and stream-ordered allocations (the default pool and a
+ * created one), 8 threads, device 1 (no limit there). */
+static void other_paths(int limited) {
+  size_t t0 = info_free(), pitch = 0;
+  void *m = NULL, *m2 = NULL, *a = NULL, *b = NULL;
+  CHECK(cudaMallocManaged(&m, 32 * MIB, 1) == cudaSuccess, "cudaMallocManaged");
+  CHECK(info_free() == t0 - 32 * MIB, "managed: free %zu", info_free());
+  int r = cudaMallocManaged(&m2, 33 * MIB, 1);
+  CHECK(limited ? r == cudaErrorMemoryAllocation : r == cudaSuccess, "managed crossing: %d", r);
+  if (r == cudaSuccess)
+    cudaFree(m2);
+  CHECK(cudaFree(m) == cudaSuccess && info_free() == t0, "managed freed: %zu", info_free());
+
+  CHECK(cudaMallocPitch(&m, &pitch, 1000, 1024) == cudaSuccess && pitch >= 1000,
+        "cudaMallocPitch: pitch %zu", pitch);
+  CHECK(info_free() == t0 - pitch * 1024, "pitched: free %zu", info_free());
+  CHECK(cudaFree(m) == cudaSuccess && info_free() == t0, "pitched freed: %zu", info_free());
+
+  CHECK(cudaMallocAsync(&a, 48 * MIB, NULL) == cudaSuccess, "cudaMallocAsync");
+  r = cudaMallocAsync(&b, 17 * MIB, NULL);
+  CHECK(limited ? r == cudaErrorMemoryAllocation : r == cudaSuccess, "async crossing: %d", r);
+  if (r == cudaSuccess)
+    cudaFreeAsync(b, NULL);
+  CHECK(cudaFreeAsync(a, NULL) == cudaSuccess && cudaStreamSynchronize(NULL) == cudaSuccess,
+        "cudaFreeAsync");
+  CHECK(info_free() == t0, "async freed: %zu", info_free());
+
+  /* driver_types.h's cudaMemPoolProps: pinned, on device 0. */
+  struct {
+    int allocType, handleTypes;
+    struct { int type, id; } location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+  } props = {1, 0, {1, 0}, NULL, 0, 0, {0}};
+  void *pool = NULL;
+  CHECK(cudaMemPoolCreate(&pool, &props) == cudaSuccess && pool, "cudaMemPoolCreate");
+  CHECK(cudaMallocFromPoolAsync(&a, LIMIT, pool, NULL) == cudaSuccess, "a pool fills the limit");
+  r = cudaMallocFromPoolAsync(&b, 1, pool, NULL);
+  CHECK(limited ? r == cudaErrorMemoryAllocation : r == cudaSuccess, "pool crossing: %d", r);
+  if (r == cudaSuccess)
+    cudaFreeAsync(b, NULL);
+  CHECK(cudaFreeAsync(a, NULL) == cudaSuccess && cudaStreamSynchronize(NULL) == cudaSuccess &&
+            cudaMemPoolDestroy(pool) == cudaSuccess,
+        "pool freed and destroyed");
+  CHECK(info_free() == t0, "pool given back: %zu", info_free());
+
+  /* 8 threads (not in the traced runs: their calls interleave differently
+   * on every run, with the hook or without). */
+  if (getenv("FAKE_CUDA_TRACE"))
+    goto device1;
+  pthread_t th[8];
+  void *p[8][2];
+  for (int i = 0; i < 8; i++)
+    pthread_create(&th[i], NULL, alloc8, p[i]);
+  for (int i = 0; i < 8; i++)
+    pthread_join(th[i], NULL);
+  int got = 0;
+  for (int i = 0; i < 8; i++)
+    got += (p[i][0] != NULL) + (p[i][1] != NULL);
+  CHECK(got == 16 && info_free() == t0 - LIMIT, "8 threads: %d of 16 x 4 MiB", got);
+  r = cudaMalloc(&a, 1);
+  CHECK(limited ? r == cudaErrorMemoryAllocation : r == cudaSuccess, "after 8 threads: %d", r);
+  if (r == cudaSuccess)
+    cudaFree(a);
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 2; j++)
+      cudaFree(p[i][j]);
+  CHECK(info_free() == t0, "threads freed: %zu", info_free());
+device1:
+  CHECK(cudaSetDevice(1) == cudaSuccess, "cudaSetDevice(1)");
+  CHECK(cudaMalloc(&a, 2 * LIMIT) == cudaSuccess, "device 1 has no limit: 128 MiB");
+  CHECK(cudaSetDevice(0) == cudaSuccess && info_free() == t0, "device 0 untouched: %zu",
+        info_free());
+  CHECK(cudaSetDevice(1) == cudaSuccess && cudaFree(a) == cudaSuccess, "device 1 freed");
+  CHECK(cudaSetDevice(0) == cudaSuccess, "back on device 0");
+}
+
+/* A fat binary as nvcc embeds one (fatbinary headers; one PTX entry), and
+ * the host-side stub its kernel is registered under. */
+static const char ptx[] = ".version 7.0\n.target sm_80\n.address_size 64\n"
+                          ".visible .entry spin()\n{\n ret;\n}\n";
+static struct {
+  unsigned magic;
+  unsigned short version, header_size;
+  unsigned long long size;
+  unsigned short kind, file_version;
+  unsigned file_header_size, payload_size, unknown0, compressed_size, unknown1, unknown2;
+  unsigned sm_version, bit_width, unknown3;
+  unsigned long long flags, unknown5, uncompressed_payload;
+  char text[(sizeof ptx + 7) & ~(size_t)7];
+} __attribute__((aligned(8))) fatbin;
+static struct {
+  int magic, version;
+  const void *data, *filename_or_fatbins;
+} fatbin_wrapper;
+static void spin_stub(void) {}
+
+/* cudaLaunchKernel of a registered fat binary reaches the driver once. */
+static void launch(void) {
+  fatbin.magic = 0xBA55ED50u, fatbin.version = 1, fatbin.header_size = 16;
+  fatbin.size = sizeof fatbin - 16;
+  fatbin.kind = 1 /* PTX */, fatbin.file_version = 0x0101, fatbin.file_header_size = 64;
+  fatbin.payload_size = sizeof fatbin.text, fatbin.sm_version = 80, fatbin.bit_width = 64;
+  fatbin.flags = 0x15; /* 64-bit, CUDA, Linux */
+  memcpy(fatbin.text, ptx, sizeof ptx);
+  fatbin_wrapper.magic = 0x466243b1, fatbin_wrapper.version = 1, fatbin_wrapper.data = &fatbin;
+  void **handle = registerFatBinary(&fatbin_wrapper);
+  registerFunction(handle, (const char *)spin_stub, "spin", "spin", -1, NULL, NULL, NULL, NULL,
+                   NULL);
+  registerFatBinaryEnd(handle);
+  unsigned long long before =
+      fake_cuda_calls("cuLaunchKernel") + fake_cuda_calls("cuLaunchKernel_ptsz");
+  dim3 grid = {4, 1, 1}, block = {128, 1, 1};
+  int r = cudaLaunchKernel((const void *)spin_stub, grid, block, NULL, 0, NULL);
+  CHECK(r == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess, "cudaLaunchKernel: %d", r);
+  CHECK(fake_cuda_calls("cuLaunchKernel") + fake_cuda_calls("cuLaunchKernel_ptsz") == before + 1,
+        "the launch reached the driver once");
 }
 
 /* The child: the runtime API as an application calls it. `limited`: the
@@ -120,6 +294,8 @@ static int child(const char *libcudart, int limited, const char *liblimiter, con
   /* The runtime starts again on the next call, with the whole room. */
   CHECK(cudaMemGetInfo(&f, &t) == cudaSuccess && f == t, "after the reset: free %zu of %zu", f,
         t);
+  other_paths(limited);
+  launch();
   return test_summary();
 }
 
