@@ -150,6 +150,8 @@ Test (all part of `make test` unless marked)
   limiter-valgrind      the limiter suites under valgrind
   hook-test             the CUDA hook: three apps on the fake driver, directly and in pid namespaces
   hook-valgrind         the hook suite under valgrind
+  cudart-test           NVIDIA's CUDA runtimes 12.9 and 13.5 (PyPI wheels) under the hook
+  cudart                fetch those runtimes into build/cudart/ (pip; once)
   compute-test          compute limits: launch throttling on the fake driver's simulated device
   sampler-fork-test     the host compute sampler across fork() from a threaded host
   install-test          install into a temporary DESTDIR, build C and Go against it via pkg-config

@@ -59,6 +59,14 @@ static void (*registerFunction)(void **, const char *, char *, const char *, int
 typedef struct { unsigned x, y, z; } dim3;
 static int (*cudaLaunchKernel)(const void *, dim3, dim3, void **, size_t, void *);
 static int (*cudaDeviceSynchronize)(void);
+static int (*cudaStreamCreate)(void **);
+static int (*cudaStreamDestroy)(void *);
+static int (*cudaStreamBeginCapture)(void *, int);
+static int (*cudaStreamEndCapture)(void *, void **);
+static int (*cudaGraphInstantiate)(void **, void *, unsigned long long);
+static int (*cudaGraphLaunch)(void *, void *);
+static int (*cudaGraphExecDestroy)(void *);
+static int (*cudaGraphDestroy)(void *);
 static int (*fake_cuda_mem)(int, unsigned long long *, unsigned long long *);
 static unsigned long long (*fake_cuda_calls)(const char *);
 
@@ -88,6 +96,14 @@ static int bind(const char *libcudart) {
   *(void **)&registerFunction = dlsym(rt, "__cudaRegisterFunction");
   *(void **)&cudaLaunchKernel = dlsym(rt, "cudaLaunchKernel");
   *(void **)&cudaDeviceSynchronize = dlsym(rt, "cudaDeviceSynchronize");
+  *(void **)&cudaStreamCreate = dlsym(rt, "cudaStreamCreate");
+  *(void **)&cudaStreamDestroy = dlsym(rt, "cudaStreamDestroy");
+  *(void **)&cudaStreamBeginCapture = dlsym(rt, "cudaStreamBeginCapture");
+  *(void **)&cudaStreamEndCapture = dlsym(rt, "cudaStreamEndCapture");
+  *(void **)&cudaGraphInstantiate = dlsym(rt, "cudaGraphInstantiate");
+  *(void **)&cudaGraphLaunch = dlsym(rt, "cudaGraphLaunch");
+  *(void **)&cudaGraphExecDestroy = dlsym(rt, "cudaGraphExecDestroy");
+  *(void **)&cudaGraphDestroy = dlsym(rt, "cudaGraphDestroy");
   *(void **)&fake_cuda_mem = dlsym(drv, "fake_cuda_mem");
   *(void **)&fake_cuda_calls = dlsym(drv, "fake_cuda_calls");
   return cudaGetDeviceCount && cudaSetDevice && cudaMalloc && cudaFree && cudaMemGetInfo &&
@@ -95,7 +111,10 @@ static int bind(const char *libcudart) {
                  cudaFreeAsync && cudaStreamSynchronize && cudaMemPoolCreate &&
                  cudaMemPoolDestroy &&
                  cudaMallocFromPoolAsync && registerFatBinary && registerFatBinaryEnd &&
-                 registerFunction && cudaLaunchKernel && cudaDeviceSynchronize && fake_cuda_mem &&
+                 registerFunction && cudaLaunchKernel && cudaDeviceSynchronize && cudaStreamCreate &&
+                 cudaStreamDestroy && cudaStreamBeginCapture && cudaStreamEndCapture &&
+                 cudaGraphInstantiate && cudaGraphLaunch && cudaGraphExecDestroy &&
+                 cudaGraphDestroy && fake_cuda_mem &&
                  fake_cuda_calls
              ? 0
              : -1;
@@ -218,7 +237,15 @@ static struct {
 } fatbin_wrapper;
 static void spin_stub(void) {}
 
-/* cudaLaunchKernel of a registered fat binary reaches the driver once. */
+static unsigned long long driver_calls(const char *fn) {
+  char ptsz[64];
+  snprintf(ptsz, sizeof ptsz, "%s_ptsz", fn);
+  return fake_cuda_calls(fn) + fake_cuda_calls(ptsz);
+}
+
+/* cudaLaunchKernel of a registered fat binary reaches the driver once; a
+ * launch captured into a graph runs nothing, the graph launched 100 times
+ * reaches cuGraphLaunch 100 times. */
 static void launch(void) {
   fatbin.magic = 0xBA55ED50u, fatbin.version = 1, fatbin.header_size = 16;
   fatbin.size = sizeof fatbin - 16;
@@ -231,13 +258,30 @@ static void launch(void) {
   registerFunction(handle, (const char *)spin_stub, "spin", "spin", -1, NULL, NULL, NULL, NULL,
                    NULL);
   registerFatBinaryEnd(handle);
-  unsigned long long before =
-      fake_cuda_calls("cuLaunchKernel") + fake_cuda_calls("cuLaunchKernel_ptsz");
+  unsigned long long before = driver_calls("cuLaunchKernel");
   dim3 grid = {4, 1, 1}, block = {128, 1, 1};
   int r = cudaLaunchKernel((const void *)spin_stub, grid, block, NULL, 0, NULL);
   CHECK(r == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess, "cudaLaunchKernel: %d", r);
-  CHECK(fake_cuda_calls("cuLaunchKernel") + fake_cuda_calls("cuLaunchKernel_ptsz") == before + 1,
-        "the launch reached the driver once");
+  CHECK(driver_calls("cuLaunchKernel") == before + 1, "the launch reached the driver once");
+
+  void *stream = NULL, *graph = NULL, *exec = NULL;
+  CHECK(cudaStreamCreate(&stream) == cudaSuccess && stream, "cudaStreamCreate");
+  CHECK(cudaStreamBeginCapture(stream, 0 /* global */) == cudaSuccess, "cudaStreamBeginCapture");
+  CHECK(cudaLaunchKernel((const void *)spin_stub, grid, block, NULL, 0, stream) == cudaSuccess,
+        "a launch into the capturing stream");
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph, "cudaStreamEndCapture");
+  CHECK(driver_calls("cuLaunchKernel") == before + 1, "the captured launch ran nothing");
+  CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && exec, "cudaGraphInstantiate");
+  unsigned long long graphs = driver_calls("cuGraphLaunch");
+  int failed = 0;
+  for (int i = 0; i < 100; i++)
+    failed += cudaGraphLaunch(exec, stream) != cudaSuccess;
+  CHECK(failed == 0 && cudaStreamSynchronize(stream) == cudaSuccess, "100 cudaGraphLaunch");
+  CHECK(driver_calls("cuGraphLaunch") == graphs + 100, "each reached cuGraphLaunch once: %llu",
+        driver_calls("cuGraphLaunch") - graphs);
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess && cudaGraphDestroy(graph) == cudaSuccess &&
+            cudaStreamDestroy(stream) == cudaSuccess,
+        "graph, exec and stream destroyed");
 }
 
 /* The child: the runtime API as an application calls it. `limited`: the
