@@ -178,6 +178,8 @@ Test (all part of `make test` unless marked)
   limiter-valgrind      the limiter suites under valgrind
   hook-test             the CUDA hook: three apps on the fake driver, directly and in pid namespaces
   hook-valgrind         the hook suite under valgrind
+  cudart-test           NVIDIA's CUDA runtimes 12.9 and 13.5 (PyPI wheels) under the hook
+  cudart                fetch those runtimes into build/cudart/ (pip; once)
   compute-test          compute limits: launch throttling on the fake driver's simulated device
   compute-cases-test    compute limits by kernel length, processes per worker, 0.1 s and 1 s sampling
   hook-table-test       docs/hook.md's entry-point table matches what the hook resolves

@@ -66,7 +66,7 @@ TEST_RUN_EXTRA += hook-test
 # ---- compute limits (issue 17): launches throttled, steered by measured utilization.
 # test_compute drives app_launch on the fake driver's simulated device timeline
 # (c-tests/fakes/timeline.h), measured by the fake NVML.
-$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/cuda_runtime.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
 $(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h c-tests/fakes/trace.h
 COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
 $(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/hook/compute_util.h \
@@ -118,7 +118,7 @@ HOOK_TABLE_RUN  = $(HOOK_TEST_ENV) LD_PRELOAD=$(abspath $(HOOK_SO)) $(HOOK_BIN)/
                   $(HOOK_TABLE_ARGS)
 $(HOOK_BIN)/entry_table: c-tests/hook/entry_table.c
 	@mkdir -p $(HOOK_BIN)
-	$(CC) $(CFLAGS) -o $@ $< -ldl
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 
 .PHONY: hook-table hook-table-test
 $(HOOK_BIN)/driver.exports: $(NVIDIA_FAKES)/libcuda.so.1
@@ -138,3 +138,40 @@ hook-table: $(HOOK_SO) $(HOOK_BIN)/entry_table $(HOOK_BIN)/driver.exports
 	  !skip {print} /^<!-- entry-table -->$$/ {while ((getline l < t) > 0) print l; skip=1}' \
 	  docs/hook.md > docs/hook.md.new && mv docs/hook.md.new docs/hook.md
 TEST_RUN_EXTRA += hook-table-test
+
+# ---- NVIDIA's CUDA runtimes on the fake driver (issue 22): libcudart.so.12
+# from the PyPI wheel nvidia-cuda-runtime-cu12 and libcudart.so.13 from
+# nvidia-cuda-runtime (3.5 MB each), fetched once into build/cudart/ with pip.
+# No skip: a failed fetch fails the test and says why.
+CUDART12_VERSION := 12.9.79
+CUDART13_VERSION := 13.5.37
+CUDART12 := $(BUILD)/cudart/$(CUDART12_VERSION)/nvidia/cuda_runtime/lib/libcudart.so.12
+CUDART13 := $(BUILD)/cudart/$(CUDART13_VERSION)/nvidia/cu13/lib/libcudart.so.13
+
+# $(call fetch_wheel,PACKAGE,VERSION,WHEEL-NAME): into build/cudart/VERSION.
+define fetch_wheel
+@rm -rf $(BUILD)/cudart/$(2) && mkdir -p $(BUILD)/cudart/$(2)/wheel
+python3 -m pip download --quiet --no-deps --only-binary=:all: $(1)==$(2) -d $(BUILD)/cudart/$(2)/wheel \
+  || { echo "FAIL: cannot fetch $(1)==$(2) from PyPI with 'python3 -m pip download'" \
+       "(network, or pip missing): the CUDA runtime test cannot run" >&2; \
+       rm -rf $(BUILD)/cudart/$(2); exit 1; }
+python3 -m zipfile -e $(BUILD)/cudart/$(2)/wheel/$(3)-$(2)-*.whl $(BUILD)/cudart/$(2)
+@test -f $@ || { echo "FAIL: the $(1) wheel holds no $@" >&2; exit 1; }
+endef
+
+.PHONY: cudart cudart-test
+cudart: $(CUDART12) $(CUDART13)
+$(CUDART12):
+	$(call fetch_wheel,nvidia-cuda-runtime-cu12,$(CUDART12_VERSION),nvidia_cuda_runtime_cu12)
+$(CUDART13):
+	$(call fetch_wheel,nvidia-cuda-runtime,$(CUDART13_VERSION),nvidia_cuda_runtime)
+
+$(HOOK_BIN)/test_cudart: c-tests/hook/test_cudart.c c-tests/test_util.h
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
+
+cudart-test: $(HOOK_TEST_DEPS) $(HOOK_BIN)/test_cudart $(CUDART12) $(CUDART13)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) $(HOOK_BIN)/test_cudart \
+	  $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) $(LIMITER_SO) \
+	  $(abspath $(CUDART12)) $(abspath $(CUDART13))
+TEST_RUN_EXTRA += cudart-test

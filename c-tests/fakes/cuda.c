@@ -81,10 +81,11 @@ CUresult cuInit(unsigned flags) {
   initialised = 1;
   return CUDA_SUCCESS;
 }
+static int driver_version(void); /* cuda_runtime.inc */
 CUresult cuDriverGetVersion(int *v) {
   if (!v)
     return CUDA_ERROR_INVALID_VALUE;
-  *v = 12080;
+  *v = driver_version();
   return CUDA_SUCCESS;
 }
 CUresult cuGetErrorName(CUresult r, const char **name) {
@@ -180,6 +181,10 @@ int fake_cuda_state(int pid) {
  * of its size (freed with it), so data written to the device reads back.
  * Contexts, modules and launches are just enough for the GPU verification
  * kit (gpu-kit/kit_cuda.c): a launch is checked and does no work.
+ * What NVIDIA's CUDA runtime (libcudart 12.9) needs beyond that — its
+ * private export tables, context-local storage, a stub for every other name
+ * it asks — is cuda_runtime.inc; FAKE_CUDA_DRIVER_VERSION sets what
+ * cuDriverGetVersion reports (default 12080).
  *
  * Scripting: FAKE_CUDA_NO_DEVICE=1 makes the driver see no device
  * (cuDeviceGetCount 0, cuDeviceGet CUDA_ERROR_NO_DEVICE), as on a GPU in
@@ -462,11 +467,30 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   CUresult r = device_call(v, d);
-  if (r == CUDA_SUCCESS && attr != 16)
+  if (r == CUDA_SUCCESS && (attr <= 0 || attr > 150)) /* beyond CU_DEVICE_ATTRIBUTE_MAX */
     r = CUDA_ERROR_INVALID_VALUE;
-  if (r == CUDA_SUCCESS)
-    *v = dev_sms[d];
-  return r;
+  if (r != CUDA_SUCCESS)
+    return r;
+  switch (attr) { /* cuda.h's CUdevice_attribute; what an A40 (A10) reports */
+  case 1: case 2: case 3: *v = 1024; break; /* MAX_THREADS_PER_BLOCK, MAX_BLOCK_DIM_X/Y */
+  case 4: *v = 64; break;                   /* MAX_BLOCK_DIM_Z */
+  case 5: *v = 2147483647; break;           /* MAX_GRID_DIM_X */
+  case 6: case 7: *v = 65535; break;        /* MAX_GRID_DIM_Y/Z */
+  case 8: *v = 49152; break;                /* MAX_SHARED_MEMORY_PER_BLOCK */
+  case 9: *v = 65536; break;                /* TOTAL_CONSTANT_MEMORY */
+  case 10: *v = 32; break;                  /* WARP_SIZE */
+  case 12: case 82: *v = 65536; break;      /* MAX_REGISTERS_PER_BLOCK / _MULTIPROCESSOR */
+  case 16: *v = dev_sms[d]; break;          /* MULTIPROCESSOR_COUNT */
+  case 33: *v = 0x41 + 0x40 * d; break;     /* PCI_BUS_ID */
+  case 39: *v = 1536; break;                /* MAX_THREADS_PER_MULTIPROCESSOR */
+  case 75: *v = 8; break;                   /* COMPUTE_CAPABILITY_MAJOR */
+  case 76: *v = 6; break;                   /* COMPUTE_CAPABILITY_MINOR */
+  case 81: *v = 102400; break;              /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+  case 97: *v = 101376; break;              /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+  case 106: *v = 16; break;                 /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+  default: *v = 0; break;                   /* the rest: absent (0) on this fake */
+  }
+  return CUDA_SUCCESS;
 }
 
 static CUresult ctx_create(CUcontext *c, CUdevice d) {
@@ -541,6 +565,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   }
   return r;
 }
+static void cls_end(CUcontext c); /* cuda_runtime.inc */
 /* The primary context's reservation ends with its last reference. */
 static CUresult primary_end(CUdevice d, int all) {
   CUresult r = device_call(&primary[0], d);
@@ -550,6 +575,7 @@ static CUresult primary_end(CUdevice d, int all) {
     return all ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
   primary_refs[d] = all ? 0 : primary_refs[d] - 1;
   if (primary_refs[d] == 0) {
+    cls_end(&primary[d]);
     give((uintptr_t)&primary[d], K_CTX);
     free_context(&primary[d]);
     if (current == &primary[d])
@@ -953,6 +979,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 }
 
 #include "cuda_launch.inc"
+#include "cuda_runtime.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -1028,6 +1055,65 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGraphLaunch", (void *)cuGraphLaunch_ptsz, 10000, PT},
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2, 3020, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2, 3020, 0},
+    /* what NVIDIA's runtime needs at init (cuda_runtime.inc) */
+    {"cuGetExportTable", (void *)cuGetExportTable, 3000, 0},
+    {"cuGetErrorString", (void *)cuGetErrorString, 6000, 0},
+    {"cuDeviceGetName", (void *)cuDeviceGetName, 2000, 0},
+    {"cuModuleGetLoadingMode", (void *)cuModuleGetLoadingMode, 11070, 0},
+    {"cuLibraryLoadData", (void *)cuLibraryLoadData, 12000, 0},
+    {"cuLibraryUnload", (void *)cuLibraryUnload, 12000, 0},
+    {"cuLibraryGetKernel", (void *)cuLibraryGetKernel, 12000, 0},
+    {"cuLibraryGetModule", (void *)cuLibraryGetModule, 12000, 0},
+    {"cuKernelGetFunction", (void *)cuKernelGetFunction, 12000, 0},
+    {"cuKernelGetAttribute", (void *)cuKernelGetAttribute, 12000, 0},
+    {"cuFuncGetAttribute", (void *)cuFuncGetAttribute, 2020, 0},
+    {"cuThreadExchangeStreamCaptureMode", (void *)cuThreadExchangeStreamCaptureMode, 10010, 0},
+    {"cuStreamBeginCapture", (void *)cuStreamBeginCapture, 10000, 0},
+    {"cuStreamBeginCapture", (void *)cuStreamBeginCapture, 10000, PT},
+    {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2, 10010, 0},
+    {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2, 10010, PT},
+    {"cuStreamEndCapture", (void *)cuStreamEndCapture, 10000, 0},
+    {"cuStreamEndCapture", (void *)cuStreamEndCapture, 10000, PT},
+    {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, 10000, 0},
+    {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, 10000, PT},
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo, 10010, 0},
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo, 10010, PT},
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo_v2, 11030, 0},
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo_v2, 11030, PT},
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo_v3, 12030, 0},
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo_v3, 12030, PT},
+    {"cuGraphInstantiate", (void *)cuGraphInstantiate_v2, 11000, 0},
+    {"cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags, 11040, 0},
+    {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams, 12000, 0},
+    {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams, 12000, PT},
+    {"cuGraphUpload", (void *)cuGraphUpload, 11010, 0},
+    {"cuGraphUpload", (void *)cuGraphUpload, 11010, PT},
+    {"cuGraphExecDestroy", (void *)cuGraphExecDestroy, 10000, 0},
+    {"cuGraphDestroy", (void *)cuGraphDestroy, 10000, 0},
+    {"cuDevicePrimaryCtxGetState", (void *)cuDevicePrimaryCtxGetState, 7000, 0},
+    {"cuDevicePrimaryCtxSetFlags", (void *)cuDevicePrimaryCtxSetFlags, 7000, 0},
+    {"cuDevicePrimaryCtxSetFlags", (void *)cuDevicePrimaryCtxSetFlags_v2, 11000, 0},
+    {"cuCtxGetFlags", (void *)cuCtxGetFlags, 7000, 0},
+    {"cuCtxGetApiVersion", (void *)cuCtxGetApiVersion, 3020, 0},
+    {"cuCtxGetLimit", (void *)cuCtxGetLimit, 3010, 0},
+    {"cuCtxSetLimit", (void *)cuCtxSetLimit, 3010, 0},
+    {"cuCtxGetCacheConfig", (void *)cuCtxGetCacheConfig, 3020, 0},
+    {"cuCtxGetStreamPriorityRange", (void *)cuCtxGetStreamPriorityRange, 5050, 0},
+    {"cuCtxPushCurrent", (void *)cuCtxPushCurrent_v2, 4000, 0},
+    {"cuCtxPopCurrent", (void *)cuCtxPopCurrent_v2, 4000, 0},
+    {"cuStreamCreate", (void *)cuStreamCreate, 2000, 0},
+    {"cuStreamCreateWithPriority", (void *)cuStreamCreateWithPriority, 5050, 0},
+    {"cuStreamDestroy", (void *)cuStreamDestroy_v2, 4000, 0},
+    {"cuStreamQuery", (void *)cuStreamQuery, 2000, 0},
+    {"cuStreamQuery", (void *)cuStreamQuery, 7000, PT},
+    {"cuStreamSynchronize", (void *)cuStreamSynchronize, 2000, 0},
+    {"cuStreamSynchronize", (void *)cuStreamSynchronize, 7000, PT},
+    {"cuEventCreate", (void *)cuEventCreate, 2000, 0},
+    {"cuEventDestroy", (void *)cuEventDestroy_v2, 4000, 0},
+    {"cuEventRecord", (void *)cuEventRecord, 2000, 0},
+    {"cuEventRecord", (void *)cuEventRecord, 7000, PT},
+    {"cuEventQuery", (void *)cuEventQuery, 2000, 0},
+    {"cuEventSynchronize", (void *)cuEventSynchronize, 2000, 0},
 };
 
 static CUresult lookup(const char *symbol, void **pfn, int version, unsigned long long flags,
@@ -1047,6 +1133,15 @@ static CUresult lookup(const char *symbol, void **pfn, int version, unsigned lon
         (procs[i].since == procs[found].since && procs[i].pt == pt))
       found = (int)i;
   }
+  /* A name the runtime asks that this fake does not implement: a function
+   * that answers CUDA_ERROR_NOT_SUPPORTED (cuda_runtime.inc). */
+  for (size_t i = 0; found < 0 && !named && i < sizeof asked_names / sizeof asked_names[0]; i++)
+    if (strcmp(asked_names[i].name, symbol) == 0) {
+      *pfn = asked_names[i].fn;
+      if (status)
+        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
   *pfn = found >= 0 ? procs[found].fn : NULL;
   if (status)
     *status = found >= 0 ? CU_GET_PROC_ADDRESS_SUCCESS
