@@ -7,7 +7,11 @@
  * LD_PRELOAD=libcuda_limiter.so, each in a pid namespace of its own. The
  * cases run side by side (COMPUTE_JOBS at a time, default 3: they mostly
  * sleep on simulated time), each in a process of its own, then the solo
- * case (the unlimited worker against no hook), alone.
+ * case (the unlimited worker against no hook), alone. A case that fails
+ * side by side runs once more alone, and its verdict is that run's: the
+ * simulated device and apps are CPU threads, so a runner loaded by the
+ * other cases can starve them (both runs are printed, and the summary
+ * counts the cases that needed the second).
  *
  * Cases, each with the fake NVML sampling every 100 ms and again every 1 s
  * (FAKE_NVML_SAMPLE_MS; real drivers: 1/6 s to 1 s):
@@ -260,9 +264,9 @@ static int case_main(int id, const char *lib) {
   return test_summary() ? 1 : 0;
 }
 
-/* A case's process: its own state directory and timeline; its output in
- * `out` (read when it ends). */
-static pid_t launch_case(int id, const char *self, char **argv, int out) {
+/* A case's process (its `attempt`-th run): its own state directory and
+ * timeline; its output in `out` (read when it ends). */
+static pid_t launch_case(int id, int attempt, const char *self, char **argv, int out) {
   fflush(NULL);
   pid_t pid = fork();
   if (pid != 0)
@@ -270,7 +274,7 @@ static pid_t launch_case(int id, const char *self, char **argv, int out) {
   char dir[2048], tlp[4096], ms[16], n[16];
   snprintf(dir, sizeof dir, "%s/cases", getenv("ACCELERATOR_STATE_DIR"));
   mkdir(dir, 0700);
-  snprintf(dir, sizeof dir, "%s/cases/%d", getenv("ACCELERATOR_STATE_DIR"), id);
+  snprintf(dir, sizeof dir, "%s/cases/%d.%d", getenv("ACCELERATOR_STATE_DIR"), id, attempt);
   mkdir(dir, 0700);
   snprintf(tlp, sizeof tlp, "%s/timeline", dir);
   unlink(tlp);
@@ -314,7 +318,7 @@ int main(int argc, char **argv) {
   const char *j = getenv("COMPUTE_JOBS");
   int jobs = j && atoi(j) > 0 ? atoi(j) : 3;
   pid_t pids[64];
-  int outs[64], running = 0, next = 0, failed = 0;
+  int outs[64], running = 0, next = 0, failed = 0, retry[64], nretry = 0;
   unsigned long long t0 = tl_now();
   while (next < ncases || running) {
     /* The unlimited case runs alone, after the others. */
@@ -323,7 +327,7 @@ int main(int argc, char **argv) {
       char path[] = "/tmp/test_compute_case.XXXXXX";
       outs[next] = mkstemp(path);
       unlink(path);
-      pids[next] = launch_case(next, self, argv, outs[next]);
+      pids[next] = launch_case(next, 1, self, argv, outs[next]);
       next++, running++;
       if (solo)
         break;
@@ -341,12 +345,27 @@ int main(int argc, char **argv) {
       ssize_t n = pread(outs[i], text, sizeof text - 1, 0);
       close(outs[i]);
       int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-      failed += !ok;
-      printf("%s%s", n > 0 ? text : "", ok ? "" : "  ^ FAILED\n");
+      if (!ok)
+        retry[nretry++] = i;
+      printf("%s%s", n > 0 ? text : "", ok ? "" : "  ^ FAILED side by side: runs again alone\n");
       fflush(stdout);
     }
   }
-  printf("compute cases: %d run, %d failed, %.1f s\n", ncases, failed,
-         (double)(tl_now() - t0) / 1e9);
+  for (int r = 0; r < nretry; r++) {
+    int i = retry[r], st;
+    char path[] = "/tmp/test_compute_case.XXXXXX";
+    int out = mkstemp(path);
+    unlink(path);
+    pid_t pid = launch_case(i, 2, self, argv, out);
+    int ok = waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    char text[8192] = {0};
+    ssize_t n = pread(out, text, sizeof text - 1, 0);
+    close(out);
+    failed += !ok;
+    printf("%s%s", n > 0 ? text : "", ok ? "  ^ passed alone\n" : "  ^ FAILED alone too\n");
+    fflush(stdout);
+  }
+  printf("compute cases: %d run, %d failed (%d run again alone), %.1f s\n", ncases, failed,
+         nretry, (double)(tl_now() - t0) / 1e9);
   return failed ? 1 : 0;
 }
