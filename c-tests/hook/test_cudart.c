@@ -14,7 +14,9 @@
  *   driver (its allocation count and the driver trace), cudaFree gives back
  *   exactly, cudaDeviceReset gives back everything (limiterGetWorkerUsage 0);
  *   then cudaMallocManaged, cudaMallocPitch, cudaMallocAsync/cudaFreeAsync
- *   on the default pool and from a cudaMemPoolCreate pool, 8 threads: each
+ *   on the default pool and from a cudaMemPoolCreate pool, cudaMalloc3D,
+ *   cudaMallocArray and cudaMalloc3DArray (freed by cudaFreeArray; both
+ *   runtimes reach cuArray3DCreate_v2 for them), 8 threads: each
  *   fills the limit exactly, the crossing request is refused, the frees give
  *   back exactly; device 1 (no limit) is not charged to device 0; and
  *   cudaLaunchKernel of a registered fat binary reaches the driver once.
@@ -67,6 +69,17 @@ static int (*cudaGraphInstantiate)(void **, void *, unsigned long long);
 static int (*cudaGraphLaunch)(void *, void *);
 static int (*cudaGraphExecDestroy)(void *);
 static int (*cudaGraphDestroy)(void *);
+/* driver_types.h: cudaPitchedPtr, cudaExtent, cudaChannelFormatDesc. */
+struct cudaPitchedPtr { void *ptr; size_t pitch, xsize, ysize; };
+struct cudaExtent { size_t width, height, depth; };
+struct cudaChannelFormatDesc { int x, y, z, w, f; };
+enum { cudaChannelFormatKindFloat = 2 };
+static int (*cudaMalloc3D)(struct cudaPitchedPtr *, struct cudaExtent);
+static int (*cudaMallocArray)(void **, const struct cudaChannelFormatDesc *, size_t, size_t,
+                              unsigned);
+static int (*cudaMalloc3DArray)(void **, const struct cudaChannelFormatDesc *, struct cudaExtent,
+                                unsigned);
+static int (*cudaFreeArray)(void *);
 static int (*fake_cuda_mem)(int, unsigned long long *, unsigned long long *);
 static unsigned long long (*fake_cuda_calls)(const char *);
 
@@ -104,6 +117,10 @@ static int bind(const char *libcudart) {
   *(void **)&cudaGraphLaunch = dlsym(rt, "cudaGraphLaunch");
   *(void **)&cudaGraphExecDestroy = dlsym(rt, "cudaGraphExecDestroy");
   *(void **)&cudaGraphDestroy = dlsym(rt, "cudaGraphDestroy");
+  *(void **)&cudaMalloc3D = dlsym(rt, "cudaMalloc3D");
+  *(void **)&cudaMallocArray = dlsym(rt, "cudaMallocArray");
+  *(void **)&cudaMalloc3DArray = dlsym(rt, "cudaMalloc3DArray");
+  *(void **)&cudaFreeArray = dlsym(rt, "cudaFreeArray");
   *(void **)&fake_cuda_mem = dlsym(drv, "fake_cuda_mem");
   *(void **)&fake_cuda_calls = dlsym(drv, "fake_cuda_calls");
   return cudaGetDeviceCount && cudaSetDevice && cudaMalloc && cudaFree && cudaMemGetInfo &&
@@ -114,7 +131,8 @@ static int bind(const char *libcudart) {
                  registerFunction && cudaLaunchKernel && cudaDeviceSynchronize && cudaStreamCreate &&
                  cudaStreamDestroy && cudaStreamBeginCapture && cudaStreamEndCapture &&
                  cudaGraphInstantiate && cudaGraphLaunch && cudaGraphExecDestroy &&
-                 cudaGraphDestroy && fake_cuda_mem &&
+                 cudaGraphDestroy && cudaMalloc3D && cudaMallocArray && cudaMalloc3DArray &&
+                 cudaFreeArray && fake_cuda_mem &&
                  fake_cuda_calls
              ? 0
              : -1;
@@ -138,6 +156,79 @@ static void *alloc8(void *arg) {
   return NULL;
 }
 
+static unsigned long long driver_calls(const char *fn) {
+  char ptsz[64];
+  snprintf(ptsz, sizeof ptsz, "%s_ptsz", fn);
+  return fake_cuda_calls(fn) + fake_cuda_calls(ptsz);
+}
+
+/* cudaMalloc3D: the runtime asks the driver for a pitched allocation of
+ * height x depth rows; the hook charges pitch x rows. */
+static void pitched_3d(int limited, size_t t0) {
+  struct cudaPitchedPtr p = {0}, q = {0};
+  struct cudaExtent e = {1000, 256, 4}, fill = {1024, 1024, 48}, over = {1024, 1024, 17};
+  unsigned long long pitched = driver_calls("cuMemAllocPitch_v2");
+  CHECK(cudaMalloc3D(&p, e) == cudaSuccess && p.ptr && p.pitch >= 1000 && p.xsize == 1000 &&
+            p.ysize == 256,
+        "cudaMalloc3D: pitch %zu, %zu x %zu", p.pitch, p.xsize, p.ysize);
+  CHECK(info_free() == t0 - p.pitch * 256 * 4, "3D pitched: free %zu", info_free());
+  CHECK(cudaFree(p.ptr) == cudaSuccess && info_free() == t0, "3D pitched freed: %zu",
+        info_free());
+  CHECK(cudaMalloc3D(&p, fill) == cudaSuccess && p.pitch == 1024, "cudaMalloc3D 48 MiB: pitch %zu",
+        p.pitch);
+  CHECK(info_free() == t0 - 48 * MIB, "3D 48 MiB: free %zu", info_free());
+  unsigned long long before = driver_allocations();
+  int r = cudaMalloc3D(&q, over);
+  CHECK(limited ? r == cudaErrorMemoryAllocation : r == cudaSuccess, "3D crossing: %d", r);
+  if (limited)
+    CHECK(driver_allocations() == before, "the refused cudaMalloc3D never reached the driver");
+  if (r == cudaSuccess)
+    cudaFree(q.ptr);
+  CHECK(cudaFree(p.ptr) == cudaSuccess && info_free() == t0, "3D freed: %zu", info_free());
+  CHECK(driver_calls("cuMemAllocPitch_v2") == pitched + 2 + !limited,
+        "cudaMalloc3D reached cuMemAllocPitch_v2 (%llu calls)",
+        driver_calls("cuMemAllocPitch_v2") - pitched);
+}
+
+static unsigned long long array_creations(void) {
+  return driver_calls("cuArrayCreate_v2") + driver_calls("cuArray3DCreate_v2");
+}
+
+/* cudaMallocArray / cudaMalloc3DArray / cudaFreeArray: the runtime reaches
+ * cuArrayCreate_v2 / cuArray3DCreate_v2 and cuArrayDestroy, which the hook
+ * charges as width x height x depth x channels x channel bytes. */
+static void arrays(int limited, size_t t0) {
+  struct cudaChannelFormatDesc f1 = {32, 0, 0, 0, cudaChannelFormatKindFloat},
+                               f4 = {32, 32, 32, 32, cudaChannelFormatKindFloat};
+  void *a = NULL, *b = NULL;
+  unsigned long long created = array_creations(), destroyed = driver_calls("cuArrayDestroy");
+  CHECK(cudaMallocArray(&a, &f4, 1024, 0, 0) == cudaSuccess && a, "cudaMallocArray float4 1D");
+  CHECK(info_free() == t0 - 1024 * 16, "float4 1D array: free %zu", info_free());
+  CHECK(cudaFreeArray(a) == cudaSuccess && info_free() == t0, "1D array freed: %zu", info_free());
+  struct cudaExtent e = {256, 256, 64};
+  CHECK(cudaMalloc3DArray(&a, &f4, e, 0) == cudaSuccess && a, "cudaMalloc3DArray float4");
+  CHECK(info_free() == t0 - 256 * 256 * 64 * 16, "3D array: free %zu", info_free());
+  CHECK(cudaFreeArray(a) == cudaSuccess && info_free() == t0, "3D array freed: %zu",
+        info_free());
+
+  CHECK(cudaMallocArray(&a, &f1, 4096, 4096, 0) == cudaSuccess && a,
+        "cudaMallocArray 4096 x 4096 float fills the limit");
+  CHECK(info_free() == t0 - LIMIT, "2D array: free %zu", info_free());
+  unsigned long long before = driver_allocations();
+  int r = cudaMallocArray(&b, &f1, 1, 0, 0);
+  CHECK(limited ? r == cudaErrorMemoryAllocation : r == cudaSuccess, "array crossing: %d", r);
+  if (limited)
+    CHECK(driver_allocations() == before, "the refused cudaMallocArray never reached the driver");
+  if (r == cudaSuccess)
+    cudaFreeArray(b);
+  CHECK(cudaFreeArray(a) == cudaSuccess && info_free() == t0, "2D array freed: %zu",
+        info_free());
+  CHECK(array_creations() == created + 3 + !limited &&
+            driver_calls("cuArrayDestroy") == destroyed + 3 + !limited,
+        "the arrays reached the driver's array creation and cuArrayDestroy (%llu, %llu calls)",
+        array_creations() - created, driver_calls("cuArrayDestroy") - destroyed);
+}
+
 /* Managed, pitched and stream-ordered allocations (the default pool and a
  * created one), 8 threads, device 1 (no limit there). */
 static void other_paths(int limited) {
@@ -155,6 +246,9 @@ static void other_paths(int limited) {
         "cudaMallocPitch: pitch %zu", pitch);
   CHECK(info_free() == t0 - pitch * 1024, "pitched: free %zu", info_free());
   CHECK(cudaFree(m) == cudaSuccess && info_free() == t0, "pitched freed: %zu", info_free());
+
+  pitched_3d(limited, t0);
+  arrays(limited, t0);
 
   CHECK(cudaMallocAsync(&a, 48 * MIB, NULL) == cudaSuccess, "cudaMallocAsync");
   r = cudaMallocAsync(&b, 17 * MIB, NULL);
@@ -236,12 +330,6 @@ static struct {
   const void *data, *filename_or_fatbins;
 } fatbin_wrapper;
 static void spin_stub(void) {}
-
-static unsigned long long driver_calls(const char *fn) {
-  char ptsz[64];
-  snprintf(ptsz, sizeof ptsz, "%s_ptsz", fn);
-  return fake_cuda_calls(fn) + fake_cuda_calls(ptsz);
-}
 
 /* cudaLaunchKernel of a registered fat binary reaches the driver once; a
  * launch captured into a graph runs nothing, the graph launched 100 times
