@@ -12,6 +12,7 @@
  * scenario can break a GPU between two calls. */
 #include "accelerator.h"
 #include "test_util.h"
+#include "vendor_api.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -21,27 +22,7 @@
 static const char *lib_path;
 static void *lib;
 
-#define SYM(name) static __typeof__(&name) p_##name;
-SYM(getDeviceCount)
-SYM(getDeviceInfo)
-SYM(freeExtendedDeviceInfo)
-SYM(getPartitionTemplates)
-SYM(freePartitionTemplates)
-SYM(assignPartition)
-SYM(removePartition)
-SYM(getDeviceMetrics)
-SYM(freeDeviceMetrics)
-SYM(getDeviceTopology)
-SYM(freeExtendedDeviceTopology)
-SYM(getProcessMemoryUtilization)
-SYM(freeMemoryUtilizations)
-SYM(getProcessComputeUtilization)
-SYM(freeComputeUtilizations)
-SYM(getExtendedDeviceMetrics)
-SYM(freeExtendedDeviceMetrics)
-SYM(snapshot)
-SYM(acceleratorGetLastError)
-SYM(acceleratorVendorName)
+VENDOR_API(VENDOR_API_SYM)
 
 #define EXPECT_RC(call, code) EXPECT_RC_WITH(p_acceleratorGetLastError, call, code)
 
@@ -63,27 +44,7 @@ static void load(void) {
     fprintf(stderr, "dlopen %s: %s\n", lib_path, dlerror());
     exit(2);
   }
-#define LOAD(name) p_##name = (__typeof__(p_##name))dlsym(lib, #name);
-  LOAD(getDeviceCount)
-  LOAD(getDeviceInfo)
-  LOAD(freeExtendedDeviceInfo)
-  LOAD(getPartitionTemplates)
-  LOAD(freePartitionTemplates)
-  LOAD(assignPartition)
-  LOAD(removePartition)
-  LOAD(getDeviceMetrics)
-  LOAD(freeDeviceMetrics)
-  LOAD(getDeviceTopology)
-  LOAD(freeExtendedDeviceTopology)
-  LOAD(getProcessMemoryUtilization)
-  LOAD(freeMemoryUtilizations)
-  LOAD(getProcessComputeUtilization)
-  LOAD(freeComputeUtilizations)
-  LOAD(getExtendedDeviceMetrics)
-  LOAD(freeExtendedDeviceMetrics)
-  LOAD(snapshot)
-  LOAD(acceleratorGetLastError)
-  LOAD(acceleratorVendorName)
+  VENDOR_API(VENDOR_API_LOAD)
 }
 
 static size_t count(void) {

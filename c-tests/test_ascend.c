@@ -8,6 +8,7 @@
  * dlopens the library, checks, and reports its counts through a pipe. */
 #include "accelerator.h"
 #include "test_util.h"
+#include "vendor_api.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -19,28 +20,8 @@ static const char *lib_path, *fake_dir;
 static void *lib;
 static char fake_path[4096];
 
-#define SYM(name) static __typeof__(&name) p_##name;
-SYM(getDeviceCount)
-SYM(getDeviceInfo)
-SYM(freeExtendedDeviceInfo)
-SYM(getPartitionTemplates)
-SYM(freePartitionTemplates)
-SYM(assignPartition)
-SYM(removePartition)
-SYM(getDeviceMetrics)
-SYM(freeDeviceMetrics)
-SYM(getDeviceTopology)
-SYM(freeExtendedDeviceTopology)
-SYM(getProcessMemoryUtilization)
-SYM(freeMemoryUtilizations)
-SYM(getProcessComputeUtilization)
-SYM(freeComputeUtilizations)
-SYM(getExtendedDeviceMetrics)
-SYM(freeExtendedDeviceMetrics)
-SYM(snapshot)
-SYM(acceleratorGetLastError)
-SYM(acceleratorVendorName)
-SYM(GetDeviceCount)
+VENDOR_API(VENDOR_API_SYM)
+static __typeof__(&GetDeviceCount) p_GetDeviceCount;
 
 #define EXPECT_RC(call, code) EXPECT_RC_WITH(p_acceleratorGetLastError, call, code)
 
@@ -62,28 +43,8 @@ static void load(const char *fake) {
     fprintf(stderr, "dlopen %s: %s\n", lib_path, dlerror());
     exit(2);
   }
-#define LOAD(name) p_##name = (__typeof__(p_##name))dlsym(lib, #name);
-  LOAD(getDeviceCount)
-  LOAD(getDeviceInfo)
-  LOAD(freeExtendedDeviceInfo)
-  LOAD(getPartitionTemplates)
-  LOAD(freePartitionTemplates)
-  LOAD(assignPartition)
-  LOAD(removePartition)
-  LOAD(getDeviceMetrics)
-  LOAD(freeDeviceMetrics)
-  LOAD(getDeviceTopology)
-  LOAD(freeExtendedDeviceTopology)
-  LOAD(getProcessMemoryUtilization)
-  LOAD(freeMemoryUtilizations)
-  LOAD(getProcessComputeUtilization)
-  LOAD(freeComputeUtilizations)
-  LOAD(getExtendedDeviceMetrics)
-  LOAD(freeExtendedDeviceMetrics)
-  LOAD(snapshot)
-  LOAD(acceleratorGetLastError)
-  LOAD(acceleratorVendorName)
-  LOAD(GetDeviceCount)
+  VENDOR_API(VENDOR_API_LOAD)
+  p_GetDeviceCount = (__typeof__(p_GetDeviceCount))dlsym(lib, "GetDeviceCount");
 }
 
 /* dcmi_create_vdevice calls that reached the fake driver. */

@@ -25,7 +25,7 @@ $(BUILD)/c-tests/amd_layout: c-tests/amd_layout.c c-tests/fakes/amdsmi.h
 	@mkdir -p $(BUILD)/c-tests
 	$(CC) $(CFLAGS) -Ic-tests -o $@ $<
 
-$(BUILD)/c-tests/test_amd: c-tests/test_amd.c c-tests/test_util.h include/accelerator.h
+$(BUILD)/c-tests/test_amd: c-tests/test_amd.c c-tests/test_util.h c-tests/vendor_api.h include/accelerator.h
 	@mkdir -p $(BUILD)/c-tests
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 
