@@ -43,6 +43,7 @@ use super::limits::{self, LimitWorker, Limits};
 use super::workers::{self, Unused};
 use super::*;
 use crate::statedir;
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 pub(super) const ENV_RECLAIM_S: &str = "ACCELERATOR_WORKER_RECLAIM_S";
 const DEFAULT_RECLAIM_S: u64 = 600;
@@ -161,9 +162,18 @@ struct Candidate {
 }
 
 /// The last pass's candidates, longest unused last (popped first), and when
-/// that pass ran (ms). Only touched under the directory lock; `try_lock`: a
-/// child forked while another thread held it sees none.
-static CANDIDATES: std::sync::Mutex<(u64, Vec<Candidate>)> = std::sync::Mutex::new((0, Vec::new()));
+/// that pass ran (ms). Only touched under the directory lock.
+static CANDIDATES: Mutex<(u64, Vec<Candidate>)> = Mutex::new((0, Vec::new()));
+
+/// [`CANDIDATES`], unless held: only by another thread at a fork, in a
+/// child that then sees none.
+fn candidates() -> Option<MutexGuard<'static, (u64, Vec<Candidate>)>> {
+    match CANDIDATES.try_lock() {
+        Ok(c) => Some(c),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
 
 /// What a pass found in the limits table.
 #[derive(Default)]
@@ -218,7 +228,7 @@ pub(super) fn make_room(lim: &Limits, new: &str) -> Res<()> {
 /// unused (the directory lock held); `fresh`: the pass just ran, else only
 /// candidates of a pass at most a [`period`] old.
 fn evict_candidate(lim: &Limits, now: u64, fresh: bool) -> bool {
-    let Ok(mut cands) = CANDIDATES.try_lock() else {
+    let Some(mut cands) = candidates() else {
         return false;
     };
     if !fresh && now.saturating_sub(cands.0) > period() {
@@ -324,7 +334,7 @@ fn pass(lim: &Limits) -> Survey {
     cands.sort_unstable_by_key(|c| {
         std::cmp::Reverse((c.since, c.books.map_or(0, |[_, _, born]| born)))
     });
-    if let Ok(mut c) = CANDIDATES.try_lock() {
+    if let Some(mut c) = candidates() {
         *c = (now, cands);
     }
     survey
