@@ -513,8 +513,8 @@ pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
 
 /// The entry of `worker`, appended if new (inside [`write`]): a full table
 /// first gives back the entry of the worker without a live process the
-/// longest (`lifetime::make_room`), and a new entry records the identity of
-/// the worker's books.
+/// longest (`lifetime.rs`), and a new entry records the identity of the
+/// worker's books.
 fn claim_worker(lim: &'static Limits, worker: &str) -> Res<usize> {
     let w = match claim(lim, &lim.workers, |k| &k.key, worker) {
         Err(Error::ResourceExhausted(_)) => {
