@@ -299,11 +299,23 @@ static void test_table_pressure(void) {
     still += kept(w, GIB);
   }
   CHECK(still == LIVE - 1, "the other 1,023 live workers kept their limits (%d)", still);
+  /* (c) under pressure: the one unused worker's books cut short by its
+   * tenant: not taken, and the refusal counts it. */
+  pressure_worker(w, sizeof w, "live", LIVE);
+  worker_dir(dir, sizeof dir, w);
+  snprintf(books, sizeof books, "%s/limiter.shm", dir);
+  CHECK(truncate(books, 100) == 0, "the tenant of %s truncated its books", w);
+  char next[32];
+  pressure_worker(next, sizeof next, "live", LIVE + 1);
+  EXPECT_ACC(L.setMem(next, D0, GIB), RESULT_ERROR_RESOURCE_EXHAUSTED);
+  why = L.accLastError();
+  CHECK(strstr(why, "1023 with a live process, 1 whose books"), "refused: 1,023 live and 1 cut short (%s)", why);
+  CHECK(kept(w, GIB), "the worker whose books were cut short kept its limit");
   printf("  1,024 live workers and the refusal: %.1f s\n", now_s() - t0);
 
   for (int i = 0; i < LIVE; i++)
     end_worker_process(pids[i]);
-  for (int i = 0; i <= LIVE; i++) {
+  for (int i = 0; i <= LIVE + 1; i++) {
     pressure_worker(w, sizeof w, "live", i);
     removeWorker(NULL, w);
   }
