@@ -195,8 +195,9 @@ struct Survey {
 /// now, then a new pass. The same test as the timer's: the books the host
 /// recorded, unchanged, and no live process; a worker with a live process
 /// or books the host cannot verify is never taken. Err when every entry is
-/// such a worker. Costs a pass over the table (about 20 µs an entry) at
-/// most once a [`period`]; between passes, one worker's check.
+/// such a worker. Costs one worker's check while the last pass's
+/// candidates last (at most a [`period`]), else a pass over the table
+/// (about 20 µs an entry), as each refusal does.
 pub(super) fn make_room(lim: &Limits, new: &str) -> Res<()> {
     let now = now_ms();
     let after = reclaim_after();
