@@ -1,5 +1,6 @@
 /* A worker's lifetime (docs/scale.md): LimiterRemoveWorker, reclamation of
- * workers without a live process, books sized to use, and a churn of
+ * workers without a live process (after the reclaim time, or at once when the
+ * limits table is full), books sized to use, and a churn of
  * 100,000 workers (500 alive at a time) that must end with 0 errors and the
  * state directory back to its empty size.
  *
@@ -197,6 +198,136 @@ static void test_reclaim(void) {
   set_reclaim("600");
 }
 
+/* The limits table caps live workers, not workers per reclaim time: a new
+ * worker that finds its 1,024 entries full takes the entry of the worker
+ * without a live process the longest, at once; books a tenant removed or cut
+ * short are never taken; only 1,024 live workers refuse the next. */
+enum { PRESSED = 3000, KEEP_EVERY = 100 };
+
+static void pressure_worker(char *w, size_t n, const char *kind, int i) { snprintf(w, n, "%s-%d", kind, i); }
+
+static void test_table_pressure(void) {
+  char w[32], dir[4200], books[4300];
+  set_reclaim("600"); /* nothing is due: every entry given back is taken under pressure */
+
+  /* (c) Books a tenant cut short or replaced: never taken for unused. */
+  EXPECT_ACC(L.setMem("press-cut", D0, GIB), RESULT_SUCCESS);
+  worker_dir(dir, sizeof dir, "press-cut");
+  snprintf(books, sizeof books, "%s/limiter.shm", dir);
+  CHECK(truncate(books, 100) == 0, "the tenant of press-cut truncated its books");
+  EXPECT_ACC(L.setMem("press-swap", D0, GIB), RESULT_SUCCESS);
+  worker_dir(dir, sizeof dir, "press-swap");
+  snprintf(books, sizeof books, "%s/limiter.shm", dir);
+  unlink(books);
+  snprintf(books, sizeof books, "%s/limiter.shm.id", dir);
+  unlink(books);
+  end_worker_process(start_process("press-swap")); /* new books, unused */
+
+  /* (a) 3,000 workers one after another, each with a process that
+   * allocates and ends, never removed; one in 100 keeps its process. */
+  static pid_t kept_pids[PRESSED / KEEP_EVERY];
+  long errors = 0;
+  double t0 = now_s(), t_room = 0, t_full = 0;
+  for (int i = 0; i < PRESSED; i++) {
+    if (i == 1000) /* the first 1,000 found free entries; the last 1,000 a full table */
+      t_room = now_s();
+    if (i == PRESSED - 1000)
+      t_full = now_s();
+    pressure_worker(w, sizeof w, "press", i);
+    Result a = L.setMem(w, D0, GIB), b = L.setCompute(w, D0, 50);
+    if ((a != RESULT_SUCCESS || b != RESULT_SUCCESS) && errors++ < 5)
+      fprintf(stderr, "limit %s: %d %d %s\n", w, a, b, L.accLastError());
+    pid_t p = start_process(w);
+    if (p <= 0 && errors++ < 5)
+      fprintf(stderr, "process of %s did not start\n", w);
+    if (i % KEEP_EVERY == 0)
+      kept_pids[i / KEEP_EVERY] = p;
+    else
+      end_worker_process(p);
+  }
+  double t = now_s() - t0;
+  printf("  %d workers limited one after another (1 in %d kept live), never removed: %.1f s, %ld errors; "
+         "a worker (2 limits, 1 process) %.0f us in the first 1000 (free entries), %.0f us in the last 1000 "
+         "(table full)\n",
+         PRESSED, KEEP_EVERY, t, errors, (t_room - t0) / 1000 * 1e6, (now_s() - t_full) / 1000 * 1e6);
+  CHECK(errors == 0, "%d workers through a 1,024-entry table: every limit and process succeeded (%ld errors)",
+        PRESSED, errors);
+  int live_kept = 0;
+  for (int i = 0; i < PRESSED; i += KEEP_EVERY) {
+    pressure_worker(w, sizeof w, "press", i);
+    live_kept += kept(w, GIB);
+  }
+  CHECK(live_kept == PRESSED / KEEP_EVERY, "every still-live worker kept its limit (%d of %d)", live_kept,
+        PRESSED / KEEP_EVERY);
+  CHECK(kept("press-cut", GIB) && kept("press-swap", GIB),
+        "workers whose books their tenant cut short or replaced kept their limits under pressure");
+  pressure_worker(w, sizeof w, "press", PRESSED - 1);
+  worker_dir(dir, sizeof dir, "press-1");
+  CHECK(kept(w, GIB) && access(dir, F_OK) != 0,
+        "the longest unused went first: %s kept its limit, press-1's books are gone", w);
+  for (int i = 0; i < PRESSED / KEEP_EVERY; i++)
+    end_worker_process(kept_pids[i]);
+  EXPECT_RC(removeWorker(NULL, "press-cut"), RESULT_SUCCESS);
+  EXPECT_RC(removeWorker(NULL, "press-swap"), RESULT_SUCCESS);
+
+  /* (b) 1,024 workers with a live process: the 1,025th is refused, and
+   * gets its limit once one of them ends. */
+  enum { LIVE = 1024 };
+  static pid_t pids[LIVE];
+  int started = 0;
+  t0 = now_s();
+  for (int i = 0; i < LIVE; i++) {
+    pressure_worker(w, sizeof w, "live", i);
+    pids[i] = L.setMem(w, D0, GIB) == RESULT_SUCCESS ? start_process(w) : -1;
+    started += pids[i] > 0;
+  }
+  CHECK(started == LIVE, "1,024 workers limited, each with a live process (%d)", started);
+  pressure_worker(w, sizeof w, "live", LIVE);
+  double t1 = now_s();
+  EXPECT_ACC(L.setMem(w, D0, GIB), RESULT_ERROR_RESOURCE_EXHAUSTED);
+  t1 = now_s() - t1;
+  const char *why = L.accLastError();
+  printf("  the 1,025th, refused in %.1f ms (a pass over 1,024 live workers): %s\n", t1 * 1e3, why);
+  CHECK(strstr(why, "holds 1024 workers") && strstr(why, "1024 with a live process"),
+        "the refusal says the table holds 1,024 workers, 1,024 of them live");
+  end_worker_process(pids[0]);
+  pids[0] = 0;
+  EXPECT_ACC(L.setMem(w, D0, GIB), RESULT_SUCCESS);
+  int still = 0;
+  for (int i = 1; i < LIVE; i++) {
+    pressure_worker(w, sizeof w, "live", i);
+    still += kept(w, GIB);
+  }
+  CHECK(still == LIVE - 1, "the other 1,023 live workers kept their limits (%d)", still);
+  /* (c) under pressure: the one unused worker's books cut short by its
+   * tenant: not taken, and the refusal counts it. */
+  pressure_worker(w, sizeof w, "live", LIVE);
+  worker_dir(dir, sizeof dir, w);
+  snprintf(books, sizeof books, "%s/limiter.shm", dir);
+  CHECK(truncate(books, 100) == 0, "the tenant of %s truncated its books", w);
+  char next[32];
+  pressure_worker(next, sizeof next, "live", LIVE + 1);
+  EXPECT_ACC(L.setMem(next, D0, GIB), RESULT_ERROR_RESOURCE_EXHAUSTED);
+  why = L.accLastError();
+  CHECK(strstr(why, "1023 with a live process, 1 whose books"), "refused: 1,023 live and 1 cut short (%s)", why);
+  CHECK(kept(w, GIB), "the worker whose books were cut short kept its limit");
+  printf("  1,024 live workers and the refusal: %.1f s\n", now_s() - t0);
+
+  for (int i = 0; i < LIVE; i++)
+    end_worker_process(pids[i]);
+  for (int i = 0; i <= LIVE + 1; i++) {
+    pressure_worker(w, sizeof w, "live", i);
+    removeWorker(NULL, w);
+  }
+  for (int i = 0; i < PRESSED; i++) {
+    pressure_worker(w, sizeof w, "press", i);
+    removeWorker(NULL, w);
+  }
+  char workers[4200];
+  snprintf(workers, sizeof workers, "%s/workers", state);
+  CHECK(entries_in(workers) == 0, "all removed (%d directories left)", entries_in(workers));
+}
+
 /* 100,000 workers, 500 alive at a time, each with limits, one in 50 with a
  * process of its own; each ends with LimiterRemoveWorker. */
 static void test_churn(void) {
@@ -279,6 +410,7 @@ int main(int argc, char **argv) {
   test_books_sized_to_use();
   test_remove();
   test_reclaim();
+  test_table_pressure();
   test_churn();
   limiter_unload();
   return test_summary();

@@ -135,7 +135,9 @@ AccelResult limiterGetWorkerUsage(const char *workerId,
  processes' `ACCELERATOR_WORKER_ID`) when `namespace_` is NULL or empty,
  else `namespace_/podName`. NOT_FOUND for a worker with neither books
  nor limits. Workers nobody removes are reclaimed after
- `ACCELERATOR_WORKER_RECLAIM_S` seconds (600) without a live process.
+ `ACCELERATOR_WORKER_RECLAIM_S` seconds (600) without a live process, or
+ sooner, longest unused first, when a new worker finds the limits
+ table's 1,024 entries full.
  */
 AccelResult LimiterRemoveWorker(const char *namespace_, const char *podName);
 

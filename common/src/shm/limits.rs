@@ -512,11 +512,13 @@ pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
 }
 
 /// The entry of `worker`, appended if new (inside [`write`]): a full table
-/// first gives back the entries of workers that ended (`lifetime.rs`), and
-/// a new entry records the identity of the worker's books.
+/// first gives back the entry of the worker without a live process the
+/// longest (`lifetime.rs`), and a new entry records the identity of the
+/// worker's books.
 fn claim_worker(lim: &'static Limits, worker: &str) -> Res<usize> {
     let w = match claim(lim, &lim.workers, |k| &k.key, worker) {
-        Err(Error::ResourceExhausted(_)) if lifetime::reclaim_now(lim) > 0 => {
+        Err(Error::ResourceExhausted(_)) => {
+            lifetime::make_room(lim, worker)?;
             claim(lim, &lim.workers, |k| &k.key, worker)?
         }
         r => r?,
