@@ -182,11 +182,20 @@ static double median_runs(double v[VIEW_RUNS]) {
   return v[VIEW_RUNS / 2];
 }
 
+/* The row's processes, ended at exit too: a row that fails leaves none. */
+static pid_t *pids;
+static int total;
+static void end_processes(void) {
+  for (int i = 0; i < total; i++)
+    end_worker_process(pids[i]);
+  total = 0;
+}
+
 /* `out`: the columns; `driver`: cuMemGetInfo_v2 without the hook, taken in
  * turns with the view's runs. */
 static void row(int n, int p, double out[COLS], double *driver) {
-  int total = n * p;
-  pid_t *pids = calloc((size_t)total, sizeof *pids);
+  pids = calloc((size_t)n * (size_t)p, sizeof *pids);
+  total = n * p;
   char w[64], pid0[16];
   for (int i = 0; i < n; i++) {
     snprintf(w, sizeof w, "scale-%d-%d-%d", n, p, i);
@@ -220,8 +229,7 @@ static void row(int n, int p, double out[COLS], double *driver) {
   }
   out[VIEW] = median_runs(hooked);
   *driver = median_runs(alone);
-  for (int i = 0; i < total; i++)
-    end_worker_process(pids[i]);
+  end_processes();
   for (int i = 0; i < n; i++) {
     snprintf(w, sizeof w, "scale-%d-%d-%d", n, p, i);
     removeWorker(NULL, w);
@@ -298,6 +306,7 @@ int main(int argc, char **argv) {
   *(void **)&procInfo = sym(acc, "AccelGetProcessInformation");
   int (*init)(void) = (int (*)(void))sym(acc, "AccelInit");
   init();
+  atexit(end_processes);
   double r[MAX_ROWS][COLS], driver[MAX_ROWS];
   for (int i = 0; i < rows; i++)
     row(shape[i][0], shape[i][1], r[i], &driver[i]);
