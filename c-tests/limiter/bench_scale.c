@@ -22,8 +22,10 @@
  *   view        cuMemGetInfo_v2 in one more process of worker 0 (the one
  *               with P processes), started under LD_PRELOAD=HOOK with its
  *               ACCELERATOR_WORKER_ID: VIEWER --view (medians of batches of
- *               calls, bench_hook.c), the median of VIEW_RUNS runs; beside
- *               it the same without the hook (the driver alone), in turns
+ *               calls, bench_hook.c), the median of VIEW_RUNS runs; then a
+ *               table of the three calls of the view (cuMemGetInfo_v2,
+ *               cuDeviceTotalMem_v2, nvmlDeviceGetMemoryInfo) with the ns
+ *               each adds to the same call without the hook, in turns
  *
  * BENCH_SCALE_ROWS="1x1,500x1" picks the rows (default: the seven below);
  * the first must be 1x1, the baseline of every ratio.
@@ -102,16 +104,19 @@ static void raise_nofile(void) {
            (unsigned long long)r.rlim_cur, (unsigned long long)r.rlim_max);
 }
 
-enum { COLS = 7, VIEW = 6, VIEW_RUNS = 7 };
+enum { COLS = 7, VIEW = 6, VIEW_RUNS = 7, CALLS = 3 };
 static const char *names[COLS] = {"v1 report us", "v2 info us", "usage us", "add us",
                                   "sampler %",    "state KiB",  "hook view ns"};
 
-/* cuMemGetInfo_v2's ns per call in a run of VIEWER --view: under the hook
- * as a process of `worker`, or, with `worker` NULL, without the hook.
- * Exits on failure: a benchmark that cannot run fails. The child's
- * environment is built before fork(): this process has the sampler's
- * thread, and the child only execs. */
-static double view_ns(const char *worker) {
+/* The view's calls: what VIEWER --view prints, ns per call, in this order. */
+static const char *calls[CALLS] = {"cuMemGetInfo_v2", "cuDeviceTotalMem_v2", "nvmlDeviceGetMemoryInfo"};
+
+/* The view's ns per call (`ns`, as `calls`) in a run of VIEWER --view:
+ * under the hook as a process of `worker`, or, with `worker` NULL, without
+ * the hook. Exits on failure: a benchmark that cannot run fails. The
+ * child's environment is built before fork(): this process has the
+ * sampler's thread, and the child only execs. */
+static void view_ns(const char *worker, double ns[CALLS]) {
   extern char **environ;
   size_t k = 0;
   while (environ[k])
@@ -153,14 +158,12 @@ static double view_ns(const char *worker) {
     got += (size_t)n;
   close(fd[0]);
   int st;
-  double ns;
   if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
-      sscanf(buf, "%lf", &ns) != 1) {
+      sscanf(buf, "%lf %lf %lf", &ns[0], &ns[1], &ns[2]) != CALLS) {
     fprintf(stderr, "%s --view (%s%s) failed\n", viewer,
             worker ? "hooked, worker " : "driver alone", worker ? worker : "");
     exit(1);
   }
-  return ns;
 }
 
 /* Median CPU µs of `reps` calls of `what`. */
@@ -191,9 +194,9 @@ static void end_processes(void) {
   total = 0;
 }
 
-/* `out`: the columns; `driver`: cuMemGetInfo_v2 without the hook, taken in
- * turns with the view's runs. */
-static void row(int n, int p, double out[COLS], double *driver) {
+/* `out`: the columns; `view`: the view's calls under the hook ([0], its
+ * cuMemGetInfo_v2 also out[VIEW]) and without it ([1], in turns). */
+static void row(int n, int p, double out[COLS], double view[2][CALLS]) {
   pids = calloc((size_t)n * (size_t)p, sizeof *pids);
   total = n * p;
   char w[64], pid0[16];
@@ -222,13 +225,17 @@ static void row(int n, int p, double out[COLS], double *driver) {
   usleep(2000 * 1000);
   out[4] = (cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - a) / 2e9 * 100;
   out[5] = (double)tree_ram(state) / 1024;
-  double hooked[VIEW_RUNS], alone[VIEW_RUNS];
-  for (int r = 0; r < VIEW_RUNS; r++) {
-    hooked[r] = view_ns(w);
-    alone[r] = view_ns(NULL);
-  }
-  out[VIEW] = median_runs(hooked);
-  *driver = median_runs(alone);
+  double runs[2][CALLS][VIEW_RUNS], ns[CALLS];
+  for (int r = 0; r < VIEW_RUNS; r++)
+    for (int h = 0; h < 2; h++) {
+      view_ns(h == 0 ? w : NULL, ns);
+      for (int c = 0; c < CALLS; c++)
+        runs[h][c][r] = ns[c];
+    }
+  for (int h = 0; h < 2; h++)
+    for (int c = 0; c < CALLS; c++)
+      view[h][c] = median_runs(runs[h][c]);
+  out[VIEW] = view[0][0];
   end_processes();
   for (int i = 0; i < n; i++) {
     snprintf(w, sizeof w, "scale-%d-%d-%d", n, p, i);
@@ -307,9 +314,9 @@ int main(int argc, char **argv) {
   int (*init)(void) = (int (*)(void))sym(acc, "AccelInit");
   init();
   atexit(end_processes);
-  double r[MAX_ROWS][COLS], driver[MAX_ROWS];
+  double r[MAX_ROWS][COLS], view[MAX_ROWS][2][CALLS];
   for (int i = 0; i < rows; i++)
-    row(shape[i][0], shape[i][1], r[i], &driver[i]);
+    row(shape[i][0], shape[i][1], r[i], view[i]);
   printf("Scale (%s; medians of CPU per call; ratio to N = P = 1 of this run)\n\n", argv[2]);
   printf("| N workers x P processes |");
   for (int c = 0; c < COLS; c++)
@@ -331,13 +338,24 @@ int main(int argc, char **argv) {
   }
   /* Issue 30's target for the hook's view: flat in P and N (within 1.2x
    * of 1 x 1) and at most 100 ns over the driver alone (issue 22). */
-  printf("\nThe hook's view: cuMemGetInfo_v2 in a hooked process of worker 0 (median of %d runs)\n"
-         "and without the hook (the driver alone, in turns with it: how much the machine moved);\n"
-         "issue 30's target: within 1.2x of 1 x 1, at most 100 ns added\n\n",
+  printf("\nThe hook's view in a hooked process of worker 0, ns per call (median of %d runs; ratio\n"
+         "to 1 x 1), and added: over the same call without the hook (the driver alone, in turns\n"
+         "with it). Issue 30's target: within 1.2x of 1 x 1, at most 100 ns added\n\n",
          VIEW_RUNS);
-  printf("| N workers x P processes | hook view ns | driver alone ns | added ns |\n|---|---|---|---|\n");
-  for (int i = 0; i < rows; i++)
-    printf("| %d x %d | %.1f | %.1f | %.1f |\n", shape[i][0], shape[i][1], r[i][VIEW], driver[i],
-           r[i][VIEW] - driver[i]);
+  printf("| N workers x P processes |");
+  for (int c = 0; c < CALLS; c++)
+    printf(" %s ns | added |", calls[c]);
+  printf("\n|---|");
+  for (int c = 0; c < CALLS; c++)
+    printf("---|---|");
+  printf("\n");
+  for (int i = 0; i < rows; i++) {
+    printf("| %d x %d |", shape[i][0], shape[i][1]);
+    for (int c = 0; c < CALLS; c++)
+      printf(" %.1f (%.2fx) | %.1f |", view[i][0][c], view[0][0][c] > 0 ? view[i][0][c] / view[0][0][c] : 0,
+             view[i][0][c] - view[i][1][c]);
+    printf("\n");
+  }
+  printf("\n(without the hook, 1 x 1: %.1f, %.1f and %.1f ns)\n", view[0][1][0], view[0][1][1], view[0][1][2]);
   return 0;
 }
