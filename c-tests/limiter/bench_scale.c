@@ -108,8 +108,22 @@ enum { COLS = 7, VIEW = 6, VIEW_RUNS = 7, CALLS = 3 };
 static const char *names[COLS] = {"v1 report us", "v2 info us", "usage us", "add us",
                                   "sampler %",    "state KiB",  "hook view ns"};
 
-/* The view's calls: what VIEWER --view prints, ns per call, in this order. */
-static const char *calls[CALLS] = {"cuMemGetInfo_v2", "cuDeviceTotalMem_v2", "nvmlDeviceGetMemoryInfo"};
+/* The view's calls, as VIEWER --view prints them (ns per call), each with
+ * what the hook adds. */
+static const char *view_names[2 * CALLS] = {"cuMemGetInfo_v2 ns",         "added",
+                                            "cuDeviceTotalMem_v2 ns",     "added",
+                                            "nvmlDeviceGetMemoryInfo ns", "added"};
+
+/* A table's header: the rows' column, then `n` named columns. */
+static void table_head(const char *const cols[], int n) {
+  printf("| N workers x P processes |");
+  for (int c = 0; c < n; c++)
+    printf(" %s |", cols[c]);
+  printf("\n|---|");
+  for (int c = 0; c < n; c++)
+    printf("---|");
+  printf("\n");
+}
 
 /* The view's ns per call (`ns`, as `calls`) in a run of VIEWER --view:
  * under the hook as a process of `worker`, or, with `worker` NULL, without
@@ -324,13 +338,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < rows; i++)
     row(shape[i][0], shape[i][1], r[i], view[i]);
   printf("Scale (%s; medians of CPU per call; ratio to N = P = 1 of this run)\n\n", argv[2]);
-  printf("| N workers x P processes |");
-  for (int c = 0; c < COLS; c++)
-    printf(" %s |", names[c]);
-  printf("\n|---|");
-  for (int c = 0; c < COLS; c++)
-    printf("---|");
-  printf("\n");
+  table_head(names, COLS);
   for (int i = 0; i < rows; i++) {
     printf("| %d x %d |", shape[i][0], shape[i][1]);
     for (int c = 0; c < COLS; c++) {
@@ -349,13 +357,7 @@ int main(int argc, char **argv) {
          "after each; median of the differences). Issue 30's target: within 1.2x of 1 x 1, at most\n"
          "100 ns added\n\n",
          VIEW_RUNS);
-  printf("| N workers x P processes |");
-  for (int c = 0; c < CALLS; c++)
-    printf(" %s ns | added |", calls[c]);
-  printf("\n|---|");
-  for (int c = 0; c < CALLS; c++)
-    printf("---|---|");
-  printf("\n");
+  table_head(view_names, 2 * CALLS);
   for (int i = 0; i < rows; i++) {
     printf("| %d x %d |", shape[i][0], shape[i][1]);
     for (int c = 0; c < CALLS; c++)
