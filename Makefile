@@ -192,7 +192,7 @@ Benchmarks (not part of `make test`)
   bench                 the limiter's hot path, the NVIDIA vendor and the CUDA hook
   bench-nvidia          the NVIDIA vendor against its fakes
   hook-bench            the CUDA hook's added cost per allocation, lookup, launch and memory view
-  bench-scale           host calls and the sampler at 1-500 workers x 1-500 processes
+  bench-scale           host calls, sampler, state, hook view at 1-500 workers x 1-500 processes; churn
 Maintenance
   hook-table            regenerate docs/hook.md's entry-point table
 Packaging

@@ -77,15 +77,25 @@ TEST_RUN_EXTRA += test-host-trust
 bench: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(LIMITER_BIN)/bench_limiter
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/bench_limiter $(LIMITER_SO) $(BUILD)/libaccelerator.so
 
-# The scale benchmark (docs/scale.md): host calls, the sampler and the state
-# directory at N workers x P processes, on the nvidia build and its fakes.
+# The scale benchmark (docs/scale.md): host calls, the sampler, the state
+# directory and the hook's view (cuMemGetInfo_v2 in a hooked process, timed
+# by bench_hook --view) at N workers x P processes, on the nvidia build and
+# its fakes, on the fake driver's device 0 (the fake NVML's A40); then the
+# churn of 100,000 workers (lifetime-test, whole: the rest of it takes ~2 s).
+# BENCH_SCALE_ROWS="1x1,500x1" picks rows (the first 1x1);
+# ACCELERATOR_TEST_CHURN=N another churn. About 1 min + the churn (1-3.5 min).
 bench-scale: $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so $(LIMITER_BIN)/bench_scale \
+             $(BUILD)/libcuda_limiter.so $(BUILD)/c-tests/hook/bench_hook \
              $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1
 	d=$$(mktemp -d /dev/shm/accelerator-bench.XXXXXX 2>/dev/null || mktemp -d /tmp/accelerator-bench.XXXXXX) && \
 	  ACCELERATOR_STATE_DIR=$$d ACCELERATOR_LOG=error ACCELERATOR_VENDOR=nvidia \
 	  ACCELERATOR_NVML_PATH=$(NVIDIA_FAKES)/libnvidia-ml.so.1 ACCELERATOR_CUDA_PATH=$(NVIDIA_FAKES)/libcuda.so.1 \
+	  LD_LIBRARY_PATH=$(abspath $(NVIDIA_FAKES)) \
 	  $(LIMITER_BIN)/bench_scale $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so \
-	  GPU-00000000-0000-0000-0000-0000000000h1; rc=$$?; rm -rf "$$d"; exit $$rc
+	  GPU-11111111-1111-1111-1111-1111111111a4 $(abspath $(BUILD)/libcuda_limiter.so) \
+	  $(BUILD)/c-tests/hook/bench_hook; rc=$$?; rm -rf "$$d"; exit $$rc
+	@echo; echo "The churn (make lifetime-test: test_lifetime, whose last line is the churn):"
+	@$(MAKE) --no-print-directory lifetime-test
 
 bench: bench-scale
 

@@ -17,7 +17,8 @@
  * cuLaunchKernel_ptsz launches through the pointer cuGetProcAddress_v2
  * hands out (the hook's wrapper when preloaded; no compute limit set), and
  * the virtualized view: cuMemGetInfo_v2, cuDeviceTotalMem_v2 and the fake
- * NVML's nvmlDeviceGetMemoryInfo (the same device).
+ * NVML's nvmlDeviceGetMemoryInfo (the same device; medians of batches,
+ * VIEW_NS).
  *
  * Then the view at 1, 10, 100 and 500 live processes of one limited worker
  * (the others started first, each holding an allocation, then waiting):
@@ -48,6 +49,29 @@ static double now_ns(void) {
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The view's ns per call: the median over VIEW_BATCHES batches of
+ * VIEWS / VIEW_BATCHES calls (a clock read costs more than a call, so
+ * calls are timed in batches; the median leaves out a batch that a
+ * preemption or the hook's periodic sweep of the worker's processes fell in). */
+#define VIEW_BATCHES 101
+#define VIEW_NS(call)                                                                              \
+  ({                                                                                               \
+    double b_[VIEW_BATCHES];                                                                       \
+    for (int k_ = 0; k_ < VIEW_BATCHES; k_++) {                                                    \
+      double t_ = now_ns();                                                                        \
+      for (int i_ = 0; i_ < VIEWS / VIEW_BATCHES; i_++)                                            \
+        call;                                                                                      \
+      b_[k_] = (now_ns() - t_) / (VIEWS / VIEW_BATCHES);                                           \
+    }                                                                                              \
+    qsort(b_, VIEW_BATCHES, sizeof b_[0], cmp);                                                    \
+    b_[VIEW_BATCHES / 2];                                                                          \
+  })
+
 typedef struct { unsigned long long total, free, used; } nvml_memory_t;
 
 /* ns per call of cuMemGetInfo_v2, cuDeviceTotalMem_v2 and
@@ -68,24 +92,15 @@ static int time_view(void *h, double out[3]) {
   if (!info || !total || !nv_init || !by_index || !nv_info || nv_init() || by_index(1, &dev) ||
       info(&f, &t) || total(&t, 0) || nv_info(dev, &m))
     return 4;
-  double t0 = now_ns();
-  for (int i = 0; i < VIEWS; i++)
-    info(&f, &t);
-  double t1 = now_ns();
-  for (int i = 0; i < VIEWS; i++)
-    total(&t, 0);
-  double t2 = now_ns();
-  for (int i = 0; i < VIEWS; i++)
-    nv_info(dev, &m);
-  double t3 = now_ns();
-  out[0] = (t1 - t0) / VIEWS;
-  out[1] = (t2 - t1) / VIEWS;
-  out[2] = (t3 - t2) / VIEWS;
+  out[0] = VIEW_NS(info(&f, &t));
+  out[1] = VIEW_NS(total(&t, 0));
+  out[2] = VIEW_NS(nv_info(dev, &m));
   return 0;
 }
 
-/* `mode`: "--child" (everything), "--view" (the view only), "--hold"
- * (allocate, say so, wait for EOF on stdin). */
+/* `mode`: "--child" (everything), "--view" (the view only; also what
+ * bench_scale runs in a process of each row's worker), "--hold" (allocate,
+ * say so, wait for EOF on stdin). */
 static int child(const char *mode) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h)
@@ -178,11 +193,6 @@ static int run_mode(const char *self, const char *mode, const char *hook, const 
              &out[5]) != OUTS)
     return -1;
   return 0;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* A process of `worker` under the hook holding an allocation; its stdin
