@@ -30,6 +30,38 @@ pub(super) fn key_name(k: &Key) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
+/// Whether `k` holds the name `name` (as read: a tenant's key may hold
+/// anything).
+pub(super) fn key_is(k: &Key, name: &str) -> bool {
+    key_words(name).is_ok_and(|(words, hash)| {
+        k.hash.load(Relaxed) == hash
+            && k.words
+                .iter()
+                .zip(&words)
+                .all(|(a, b)| a.load(Relaxed) == *b)
+    })
+}
+
+/// [`find_ready`], trying the entry `hint` names first and remembering the
+/// one found there.
+pub(super) fn find_ready_hinted<T>(
+    table: &[T],
+    key: impl Fn(&T) -> &Key,
+    name: &str,
+    hint: &std::sync::atomic::AtomicUsize,
+) -> Option<usize> {
+    let h = hint.load(Relaxed);
+    if let Some(t) = table.get(h) {
+        let k = key(t);
+        if k.state.load(Acquire) == KEY_READY && key_is(k, name) {
+            return Some(h);
+        }
+    }
+    let found = find_ready(table, key, name)?;
+    hint.store(found, Relaxed);
+    Some(found)
+}
+
 /// The READY entry named `name` in a table of names appended in order.
 pub(super) fn find_ready<T>(table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> Option<usize> {
     let (words, hash) = key_words(name).ok()?;
