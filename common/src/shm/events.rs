@@ -81,7 +81,8 @@ impl Notices {
                 // (8-byte aligned: headers and names are multiples of 4 and
                 // the buffer is 8-aligned; read unaligned anyway), then
                 // `len` bytes of NUL-padded name, inside `bytes`.
-                let ev = unsafe { std::ptr::read_unaligned(base.add(at).cast::<libc::inotify_event>()) };
+                let ev =
+                    unsafe { std::ptr::read_unaligned(base.add(at).cast::<libc::inotify_event>()) };
                 let len = ev.len as usize;
                 if at + header + len > bytes {
                     break;

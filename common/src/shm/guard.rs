@@ -43,6 +43,8 @@ static CUT: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
 /// A range another copy of this code maps too (the limits file): a fault
 /// in its copy tells this one to look at its own.
 static SHARED: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
+/// Guarded ranges now cut: [`cut`] is one load while none is.
+static CUTS: AtomicUsize = AtomicUsize::new(0);
 /// Ranges claimed (a slot with LEN 0 may be being filled).
 static CLAIMED: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
 
@@ -87,6 +89,9 @@ pub(super) fn unguard(start: *const u8) {
         if LEN[i].load(Acquire) != 0 && START[i].load(Relaxed) == start as usize {
             LEN[i].store(0, Release);
             START[i].store(0, Relaxed);
+            if CUT[i].swap(false, AcqRel) {
+                CUTS.fetch_sub(1, AcqRel);
+            }
             CLAIMED[i].store(false, Release);
             return;
         }
@@ -96,7 +101,8 @@ pub(super) fn unguard(start: *const u8) {
 /// Whether the guarded range at `start` was cut (a fault there was
 /// turned into zero pages).
 pub(super) fn cut(start: *const u8) -> bool {
-    (0..RANGES).any(|i| START[i].load(Relaxed) == start as usize && CUT[i].load(Acquire))
+    CUTS.load(Acquire) != 0
+        && (0..RANGES).any(|i| START[i].load(Relaxed) == start as usize && CUT[i].load(Acquire))
 }
 
 /// Put zero pages over range `i` from `from` (page-aligned) to its end.
@@ -126,7 +132,9 @@ fn zero_from(i: usize, from: usize) -> bool {
     if p == libc::MAP_FAILED {
         return false;
     }
-    CUT[i].store(true, Release);
+    if !CUT[i].swap(true, AcqRel) {
+        CUTS.fetch_add(1, AcqRel);
+    }
     true
 }
 

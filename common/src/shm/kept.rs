@@ -60,8 +60,9 @@ const UNUSED_CHECK_NS: u64 = 1_000_000_000;
 /// One worker's books as the host keeps them.
 pub(super) struct Kept {
     books: map::Mapping,
-    /// The worker id its directory names.
+    /// The worker id its directory names, and that name's words.
     pub(super) worker: String,
+    pub(super) worker_name: Name,
     pub(super) dir: PathBuf,
     path: PathBuf,
     /// The mapped file (device, inode).
@@ -83,6 +84,8 @@ pub(super) struct Kept {
     pub(super) limit_hints: [AtomicUsize; 2],
     /// When a private worker's books were last checked for removal.
     unused_checked_ns: AtomicU64,
+    /// The names of the devices its slots used, as last read (index: device).
+    device_names: Mutex<Vec<Option<(Name, String)>>>,
 }
 
 impl std::ops::Deref for Kept {
@@ -111,9 +114,7 @@ impl Watch {
     /// Whether the process still runs, as far as the host can tell: its
     /// pidfd (exits are read at the start of each call), else `/proc`.
     pub(super) fn alive(&self) -> bool {
-        !self.dead
-            && self.pid != 0
-            && (self.pidfd.is_some() || alive(self.pid, Some(self.seen[2])))
+        !self.dead && self.pid != 0 && (self.pidfd.is_some() || alive(self.pid, Some(self.seen[2])))
     }
 
     /// Whether only a probe of the slot's lock byte can tell (no process
@@ -140,7 +141,7 @@ enum Entry {
     Missing,
     /// Not usable, for this reason (looked at again when the directory
     /// changes).
-    Refused(String),
+    Refused(Error),
 }
 
 /// The process's view (see the module docs).
@@ -187,8 +188,7 @@ pub(super) fn view() -> MutexGuard<'static, Option<View>> {
     HANDLERS.call_once(|| map::at_fork(before_fork, after_fork));
     let mut g = VIEW.lock().unwrap_or_else(PoisonError::into_inner);
     let root = crate::statedir::path().join(WORKERS_DIR);
-    if g
-        .as_ref()
+    if g.as_ref()
         .is_none_or(|v| v.pid != std::process::id() || v.root != root)
     {
         *g = Some(View::new(root));
@@ -230,7 +230,12 @@ impl View {
             let whole = n.drain(|ev| {
                 if Some(ev.wd) == root_wd {
                     let name = ev.name.to_string_lossy().into_owned();
-                    if ev.mask & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED) != 0 {
+                    if name.starts_with('.') {
+                        // A directory being removed (`workers::remove_unused`).
+                    } else if ev.mask
+                        & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED)
+                        != 0
+                    {
                         relist = true;
                     } else if ev.mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
                         gone.push(name);
@@ -343,15 +348,24 @@ impl View {
     /// Every worker's books (each looked at again if its directory
     /// changed), with the reason for each that cannot be used.
     pub(super) fn all(&mut self) -> Vec<Result<Arc<Kept>, (PathBuf, String)>> {
-        let names: Vec<String> = self.names.keys().cloned().collect();
-        names
-            .into_iter()
-            .filter_map(|n| match self.books(&n) {
-                Ok(Some(k)) => Some(Ok(k)),
-                Ok(None) => None,
-                Err(e) => Some(Err((self.root.join(&n), e.to_string()))),
-            })
-            .collect()
+        let mut out = Vec::with_capacity(self.names.len());
+        let mut look = Vec::new();
+        for (n, e) in &self.names {
+            match e {
+                Entry::Kept(k) if !k.stale.load(Relaxed) && !k.unwatched && !k.books.cut() => {
+                    out.push(Ok(k.clone()))
+                }
+                _ => look.push(n.clone()),
+            }
+        }
+        for n in look {
+            match self.books(&n) {
+                Ok(Some(k)) => out.push(Ok(k)),
+                Ok(None) => {}
+                Err(e) => out.push(Err((self.root.join(&n), e.to_string()))),
+            }
+        }
+        out
     }
 
     /// The books in directory `name` of the workers' directory; None when
@@ -374,9 +388,7 @@ impl View {
                 }
             }
             Some(Entry::Missing) if self.listed => return Ok(None),
-            Some(Entry::Refused(why)) if self.listed => {
-                return Err(Error::OperationFailed(why.clone()))
-            }
+            Some(Entry::Refused(e)) if self.listed => return Err(e.clone()),
             _ => {}
         }
         self.forget(name);
@@ -384,7 +396,7 @@ impl View {
         let entry = match &opened {
             Ok(Some(k)) => Entry::Kept(k.clone()),
             Ok(None) => Entry::Missing,
-            Err(e) => Entry::Refused(e.to_string()),
+            Err(e) => Entry::Refused(e.clone()),
         };
         self.names.insert(name.to_string(), entry);
         opened
@@ -424,9 +436,11 @@ impl View {
         self.next_serial = self.next_serial.wrapping_add(1).max(1);
         self.by_serial.insert(serial, name.to_string());
         self.kept += 1;
+        let worker_name = key_words(&worker)?;
         Ok(Some(Arc::new(Kept {
             books,
             worker,
+            worker_name,
             dir,
             path,
             id: (meta.dev(), meta.ino()),
@@ -438,6 +452,7 @@ impl View {
             watches: Mutex::new(Vec::new()),
             limit_hints: [AtomicUsize::new(usize::MAX), AtomicUsize::new(usize::MAX)],
             unused_checked_ns: AtomicU64::new(0),
+            device_names: Mutex::new(vec![None; MAX_DEVICES]),
         })))
     }
 
@@ -516,6 +531,26 @@ impl Kept {
     /// The watches of the slots ever claimed ([`View::update`] first).
     pub(super) fn watches(&self) -> MutexGuard<'_, Vec<Watch>> {
         lock(&self.watches)
+    }
+
+    /// The name of device `d` of these books and its words, if it has one
+    /// (read from the books once, and again when its words change).
+    pub(super) fn device(&self, d: usize) -> Option<(Name, String)> {
+        let key = self.devices.get(d)?;
+        if key.state.load(Acquire) != KEY_READY {
+            return None;
+        }
+        let mut names = lock(&self.device_names);
+        let slot = names.get_mut(d)?;
+        match slot {
+            Some((n, s)) if key_is(key, n) => Some((*n, s.clone())),
+            _ => {
+                let n = key_words_of(key);
+                let s = key_name(key);
+                *slot = Some((n, s.clone()));
+                Some((n, s))
+            }
+        }
     }
 
     /// Whether a private worker's books are due for a removal check.
@@ -599,7 +634,11 @@ impl Lending {
             id: k.id,
             file: None,
         };
-        LendGuard(LENT.try_with(|l| l.borrow_mut().replace(new)).ok().flatten())
+        LendGuard(
+            LENT.try_with(|l| l.borrow_mut().replace(new))
+                .ok()
+                .flatten(),
+        )
     }
 }
 
@@ -649,7 +688,9 @@ pub(super) fn lent_fd(l: &Layout) -> Res<i32> {
 /// [`View::books`] does, their watches current.
 pub(super) fn books(worker: &str) -> Res<Option<Arc<Kept>>> {
     let mut g = view();
-    let v = g.as_mut().ok_or_else(|| Error::Internal("no view".into()))?;
+    let v = g
+        .as_mut()
+        .ok_or_else(|| Error::Internal("no view".into()))?;
     let k = v.books(&dir_name(worker))?;
     if let Some(k) = &k {
         v.update(k);
@@ -679,7 +720,7 @@ pub(super) fn added(pid: i32, uuid: &str) -> bool {
                     && w.alive()
                     && p.devmask.load(Acquire) & 1 << d != 0
                     && k.devices[d].state.load(Acquire) == KEY_READY
-                    && key_is(&k.devices[d], uuid)
+                    && key_words(uuid).is_ok_and(|n| key_is(&k.devices[d], &n))
             })
         }
         _ => false,

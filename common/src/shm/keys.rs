@@ -30,36 +30,51 @@ pub(super) fn key_name(k: &Key) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// Whether `k` holds the name `name` (as read: a tenant's key may hold
-/// anything).
-pub(super) fn key_is(k: &Key, name: &str) -> bool {
-    key_words(name).is_ok_and(|(words, hash)| {
-        k.hash.load(Relaxed) == hash
-            && k.words
-                .iter()
-                .zip(&words)
-                .all(|(a, b)| a.load(Relaxed) == *b)
-    })
+/// A name's words and hash, as a key holds them ([`key_words`]).
+pub(super) type Name = ([u64; 8], u64);
+
+/// Whether `k` holds the name whose words and hash are `name` (as read: a
+/// tenant's key may hold anything).
+pub(super) fn key_is(k: &Key, name: &Name) -> bool {
+    k.hash.load(Relaxed) == name.1
+        && k.words
+            .iter()
+            .zip(&name.0)
+            .all(|(a, b)| a.load(Relaxed) == *b)
 }
 
-/// [`find_ready`], trying the entry `hint` names first and remembering the
-/// one found there.
+/// The words and hash `k` holds.
+pub(super) fn key_words_of(k: &Key) -> Name {
+    (
+        std::array::from_fn(|i| k.words[i].load(Relaxed)),
+        k.hash.load(Relaxed),
+    )
+}
+
+/// The READY entry holding `name` in a table of names appended in order,
+/// the entry `hint` names tried first (and the one found remembered there).
 pub(super) fn find_ready_hinted<T>(
     table: &[T],
     key: impl Fn(&T) -> &Key,
-    name: &str,
+    name: &Name,
     hint: &std::sync::atomic::AtomicUsize,
 ) -> Option<usize> {
+    let ready = |k: &Key| k.state.load(Acquire) == KEY_READY && key_is(k, name);
     let h = hint.load(Relaxed);
-    if let Some(t) = table.get(h) {
+    if table.get(h).is_some_and(|t| ready(key(t))) {
+        return Some(h);
+    }
+    for (i, t) in table.iter().enumerate() {
         let k = key(t);
-        if k.state.load(Acquire) == KEY_READY && key_is(k, name) {
-            return Some(h);
+        if k.state.load(Acquire) == KEY_FREE {
+            return None;
+        }
+        if ready(k) {
+            hint.store(i, Relaxed);
+            return Some(i);
         }
     }
-    let found = find_ready(table, key, name)?;
-    hint.store(found, Relaxed);
-    Some(found)
+    None
 }
 
 /// The READY entry named `name` in a table of names appended in order.

@@ -157,7 +157,7 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
         };
         let h = &k.header;
         let named = h.worker.state.load(Relaxed) == KEY_READY
-            && key_is(&h.worker, &k.worker)
+            && key_is(&h.worker, &k.worker_name)
             && h.private.load(Relaxed) <= 1;
         if !named {
             workers::skip(
@@ -239,13 +239,14 @@ fn report(
     out: &mut Vec<ProcessUsage>,
 ) {
     let [st, ns, start, _] = w.seen;
-    for d in (0..MAX_DEVICES).filter(|d| mask & 1 << d != 0) {
-        let key = &k.devices[d];
-        if key.state.load(Acquire) != KEY_READY {
+    let mut left = mask;
+    while left != 0 {
+        let d = left.trailing_zeros() as usize;
+        left &= left - 1;
+        let Some((name, uuid)) = k.device(d) else {
             continue;
-        }
-        let uuid = key_name(key);
-        let limit = limits::memory_limit_hinted(&k.worker, &uuid, &k.limit_hints).unwrap_or(0);
+        };
+        let limit = limits::memory_limit_hinted(&k.worker_name, &name, &k.limit_hints).unwrap_or(0);
         let bytes = low48(p.held[d].load(Acquire)).min(if limit == 0 { MAX_BYTES } else { limit });
         out.push(ProcessUsage {
             pid: w.pid,

@@ -318,7 +318,11 @@ pub(super) fn books_of_pid(pid: i32, cold: bool) -> Res<Books> {
     open(&worker, Some(private))?;
     super::kept::books(&worker)?
         .map(Books::Kept)
-        .ok_or_else(|| Error::Internal(format!("the books of worker {worker:?} vanished as they were made")))
+        .ok_or_else(|| {
+            Error::Internal(format!(
+                "the books of worker {worker:?} vanished as they were made"
+            ))
+        })
 }
 
 /// The books of `worker`; None when it has none.
