@@ -7,8 +7,10 @@
 //! such a process is listed with 0 % (unmeasured) rather than a made-up
 //! figure.
 
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 use crate::vendor::{DeviceInfo, ProcessCompute, ProcessMemory, ProcessQuery};
 use accel_common::{shm, Res};
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -33,7 +35,7 @@ pub fn one_scan<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// Every record of the limiter (once per [`one_scan`]).
-fn records() -> Res<Rc<Vec<shm::ProcessUsage>>> {
+pub fn records() -> Res<Rc<Vec<shm::ProcessUsage>>> {
     let scope = SCAN.try_with(|s| s.borrow().clone()).ok().flatten();
     match scope {
         Some(Some(r)) => Ok(r),
@@ -46,6 +48,7 @@ fn records() -> Res<Rc<Vec<shm::ProcessUsage>>> {
     }
 }
 
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 /// The limiter's records on the covered devices of this vendor that the
 /// driver's list (`known`: pid, device) lacks, each with its device.
 fn unknown<'a>(
@@ -78,6 +81,7 @@ fn unknown<'a>(
     Ok(())
 }
 
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 pub fn merge_memory(
     driver: Vec<ProcessMemory>,
     devices: &[DeviceInfo],
@@ -108,6 +112,7 @@ pub fn merge_memory(
     Ok(driver.into_iter().chain(more).collect())
 }
 
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 pub fn merge_compute(
     driver: Vec<ProcessCompute>,
     devices: &[DeviceInfo],
