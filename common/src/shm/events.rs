@@ -15,6 +15,7 @@ use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// An inotify instance.
 pub(super) struct Notices(OwnedFd);
@@ -117,7 +118,7 @@ impl Exits {
 
     /// Be told (once, in [`Exits::drain`], with `token`) when the process of
     /// `pidfd` exits. The pidfd's closing takes it out of the set.
-    pub(super) fn add(&self, pidfd: &OwnedFd, token: u64) -> bool {
+    pub(super) fn add(&self, pidfd: &PidFd, token: u64) -> bool {
         let mut ev = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
             u64: token,
@@ -127,7 +128,7 @@ impl Exits {
             libc::epoll_ctl(
                 self.0.as_raw_fd(),
                 libc::EPOLL_CTL_ADD,
-                pidfd.as_raw_fd(),
+                pidfd.0.as_raw_fd(),
                 &mut ev,
             ) == 0
         }
@@ -155,21 +156,50 @@ impl Exits {
     }
 }
 
-/// A pidfd for process `pid` (a pid of the caller's namespace).
-pub(super) fn pidfd(pid: i32) -> std::io::Result<OwnedFd> {
+/// Pidfds open in this process (this copy of the code).
+static PIDFDS: AtomicUsize = AtomicUsize::new(0);
+
+/// A pidfd (counted: the view keeps at most half the descriptors the
+/// process may open, [`pidfd`]).
+pub(super) struct PidFd(OwnedFd);
+
+impl Drop for PidFd {
+    fn drop(&mut self) {
+        PIDFDS.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A pidfd for process `pid` (a pid of the caller's namespace). Refused
+/// (`EMFILE`) once the pidfds open reach half the process's soft
+/// `RLIMIT_NOFILE`: the host program's own files come first.
+pub(super) fn pidfd(pid: i32) -> std::io::Result<PidFd> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: writes one struct we own.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur as usize
+    } else {
+        1024
+    };
+    if PIDFDS.load(Relaxed) >= soft / 2 {
+        return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+    }
     // SAFETY: no pointers; a descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    PIDFDS.fetch_add(1, Relaxed);
     // SAFETY: a fresh close-on-exec descriptor we own (pidfds always are).
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
 }
 
 /// Whether the process of `pidfd` has exited.
-pub(super) fn exited(pidfd: &OwnedFd) -> bool {
+pub(super) fn exited(pidfd: &PidFd) -> bool {
     let mut p = libc::pollfd {
-        fd: pidfd.as_raw_fd(),
+        fd: pidfd.0.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };

@@ -43,7 +43,7 @@ use super::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -103,7 +103,7 @@ pub(super) struct Watch {
     /// The process's pid here; 0: none here (another pid namespace this
     /// process cannot see, or gone before it was found).
     pub(super) pid: i32,
-    pidfd: Option<OwnedFd>,
+    pidfd: Option<events::PidFd>,
     /// It has exited.
     pub(super) dead: bool,
     /// Whether a report may list it (`reports.rs`), once decided.
@@ -146,7 +146,8 @@ enum Entry {
 
 /// The process's view (see the module docs).
 pub(super) struct View {
-    pid: u32,
+    /// [`FORKS`] when it was made: a forked child makes its own.
+    forks: u64,
     /// The workers' directory.
     root: PathBuf,
     notices: Option<Notices>,
@@ -181,15 +182,28 @@ extern "C" fn after_fork() {
     let _ = HELD.try_with(|h| h.borrow_mut().take());
 }
 
+/// Forks this process is the child of (the view knows it was made by
+/// another process without asking for the pid on every call).
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_child() {
+    FORKS.fetch_add(1, Relaxed);
+    after_fork();
+}
+
 /// The view, current: made (or made again, in a forked child or for
 /// another state directory) and refreshed from the notices.
 pub(super) fn view() -> MutexGuard<'static, Option<View>> {
-    static HANDLERS: std::sync::Once = std::sync::Once::new();
-    HANDLERS.call_once(|| map::at_fork(before_fork, after_fork));
+    // No `Once`: a fork while another thread is inside one leaves the
+    // child waiting on it forever.
+    static HANDLERS: AtomicBool = AtomicBool::new(false);
+    if !HANDLERS.swap(true, AcqRel) {
+        map::at_fork(before_fork, after_fork, after_fork_child);
+    }
     let mut g = VIEW.lock().unwrap_or_else(PoisonError::into_inner);
     let root = crate::statedir::path().join(WORKERS_DIR);
     if g.as_ref()
-        .is_none_or(|v| v.pid != std::process::id() || v.root != root)
+        .is_none_or(|v| v.forks != FORKS.load(Relaxed) || v.root != root)
     {
         *g = Some(View::new(root));
     }
@@ -202,7 +216,7 @@ pub(super) fn view() -> MutexGuard<'static, Option<View>> {
 impl View {
     fn new(root: PathBuf) -> View {
         View {
-            pid: std::process::id(),
+            forks: FORKS.load(Relaxed),
             root,
             notices: Notices::new(),
             root_wd: None,
@@ -479,7 +493,10 @@ impl View {
         }
         for (i, p) in claimed.iter().enumerate() {
             let seen = words(p);
-            if ws[i].seen == seen {
+            // A live slot whose process was not found (yet: a scan of /proc
+            // made just before it started) is looked for again.
+            let unfound = seen[0] & 3 == PROC_LIVE && ws[i].pid == 0 && !ws[i].dead;
+            if ws[i].seen == seen && !unfound {
                 continue;
             }
             ws[i] = Watch {
@@ -490,6 +507,8 @@ impl View {
                 continue;
             }
             let Some(pid) = self.visible.pid(seen[1], word_pid(seen[0]), seen[2]) else {
+                // Of this pid namespace: no such process (any more).
+                ws[i].dead = seen[1] == owner::pid_ns();
                 continue;
             };
             ws[i].pid = pid;
@@ -763,7 +782,13 @@ pub(super) struct Visible {
     map: HashMap<(u64, i32, u64), i32>,
     /// Scanned during this call.
     fresh: bool,
+    /// When it was last scanned (CLOCK_MONOTONIC ns).
+    scanned_ns: u64,
 }
+
+/// How often `/proc` is scanned at most for processes of other pid
+/// namespaces that slots name and the last scan did not find.
+const RESCAN_NS: u64 = 50_000_000;
 
 impl Visible {
     pub(super) fn pid(&mut self, ns: u64, pid: i32, start: u64) -> Option<i32> {
@@ -773,11 +798,16 @@ impl Visible {
         if let Some(&here) = self.map.get(&(ns, pid, start)) {
             return Some(here);
         }
-        if self.fresh {
+        // At most one scan per call, and per [`RESCAN_NS`]: a slot naming a
+        // process this process cannot see (a forged one, or the caller in a
+        // container) must not make every call scan `/proc`.
+        let now = map::monotonic_ns();
+        if self.fresh || now.saturating_sub(self.scanned_ns) < RESCAN_NS {
             return None;
         }
         self.map = scan_proc();
         self.fresh = true;
+        self.scanned_ns = now;
         self.map.get(&(ns, pid, start)).copied()
     }
 }

@@ -224,11 +224,11 @@ pub(super) fn monotonic_ns() -> u64 {
 }
 
 /// Run `before` in the forking thread before every `fork()` of this
-/// process, and `after` after it, in the parent and in the child.
-pub(super) fn at_fork(before: extern "C" fn(), after: extern "C" fn()) {
+/// process, and `parent` / `child` after it.
+pub(super) fn at_fork(before: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) {
     // SAFETY: registers plain functions.
     unsafe {
-        libc::pthread_atfork(Some(before), Some(after), Some(after));
+        libc::pthread_atfork(Some(before), Some(parent), Some(child));
     }
 }
 
