@@ -113,12 +113,15 @@ pub struct ProcessInfo {
     pub memory_percent: f64,
 }
 
-/// Every process on every device: compute and memory in one entry.
+/// Every process on every device: compute and memory in one entry (the
+/// limiter's records read once for both lists: `usage::one_scan`).
 pub fn processes() -> Res<Vec<ProcessInfo>> {
     let v = api::active()?;
     let query = ProcessQuery::default();
-    let mut out: Vec<ProcessInfo> = v
-        .process_compute(&query)?
+    let (compute, memory) = crate::usage::one_scan(|| {
+        Ok::<_, Error>((v.process_compute(&query)?, v.process_memory(&query)?))
+    })?;
+    let mut out: Vec<ProcessInfo> = compute
         .into_iter()
         .map(|c| ProcessInfo {
             pid: c.process_id,
@@ -129,21 +132,31 @@ pub fn processes() -> Res<Vec<ProcessInfo>> {
             ..ProcessInfo::default()
         })
         .collect();
-    for m in v.process_memory(&query)? {
-        let slot = match out
-            .iter()
-            .position(|p| p.pid == m.process_id && p.device_uuid == m.device_uuid)
-        {
-            Some(i) => &mut out[i],
+    // pid → (device, index in `out`): looked up by the memory list's &strs.
+    let mut at: std::collections::HashMap<String, Vec<(String, usize)>> =
+        std::collections::HashMap::with_capacity(out.len());
+    for (i, p) in out.iter().enumerate() {
+        at.entry(p.pid.clone())
+            .or_default()
+            .push((p.device_uuid.clone(), i));
+    }
+    for m in memory {
+        let found = at
+            .get(m.process_id.as_str())
+            .and_then(|v| v.iter().find(|(d, _)| *d == m.device_uuid))
+            .map(|&(_, i)| i);
+        let i = match found {
+            Some(i) => i,
             None => {
                 out.push(ProcessInfo {
-                    pid: m.process_id.clone(),
-                    device_uuid: m.device_uuid.clone(),
+                    pid: m.process_id,
+                    device_uuid: m.device_uuid,
                     ..ProcessInfo::default()
                 });
-                out.last_mut().expect("just pushed")
+                out.len() - 1
             }
         };
+        let slot = &mut out[i];
         slot.memory_used = m.used_bytes;
         slot.memory_reserved = m.reserved_bytes;
         slot.memory_percent = m.utilization_percent;

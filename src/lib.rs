@@ -22,7 +22,6 @@ mod log;
 mod pci;
 mod sampler;
 mod select;
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 mod usage;
 pub mod vendor;
 

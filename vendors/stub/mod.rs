@@ -85,7 +85,13 @@ impl Stub {
                 out.push((p.pid.to_string(), dev, !p.snapshotted, None));
             }
         }
-        for u in accel_common::shm::processes()? {
+        // (pid, device) → index in `out`.
+        let mut at: std::collections::HashMap<(String, usize), usize> = out
+            .iter()
+            .enumerate()
+            .map(|(i, (id, d, _, _))| ((id.clone(), *d), i))
+            .collect();
+        for u in crate::usage::records()?.iter() {
             let Ok(dev) = self.index_of(&u.device_uuid) else {
                 continue;
             };
@@ -93,9 +99,12 @@ impl Stub {
                 continue;
             }
             let id = u.pid.to_string();
-            match out.iter_mut().find(|(i, d, _, _)| *i == id && *d == dev) {
-                Some(entry) => entry.3 = Some(u.memory_bytes),
-                None => out.push((id, dev, true, Some(u.memory_bytes))),
+            match at.get(&(id.clone(), dev)) {
+                Some(&i) => out[i].3 = Some(u.memory_bytes),
+                None => {
+                    at.insert((id.clone(), dev), out.len());
+                    out.push((id, dev, true, Some(u.memory_bytes)));
+                }
             }
         }
         for (dev, d) in self.devices.iter().enumerate() {

@@ -55,7 +55,7 @@ fn table_lock(l: &Layout) -> Res<TableLock<'_>> {
             return Ok(TableLock { _keys: g, l });
         }
         drop(g);
-        fence::check();
+        budget::check();
         std::thread::yield_now();
     }
 }
@@ -170,7 +170,7 @@ pub(super) fn slot_for(l: &Layout, pid: i32, uuid: &str) -> Res<usize> {
         if !had {
             p.devmask.fetch_and(!bit, SeqCst);
         }
-        fence::check();
+        budget::check();
         std::thread::yield_now();
     }
 }

@@ -1,26 +1,30 @@
-//! THE THIRD UNSAFE PART OF THE LIMITER: a mapping of the limits file that a
+//! THE THIRD UNSAFE PART OF THE LIMITER: mappings of state files that a
 //! truncation cannot turn into a SIGBUS.
 //!
 //! Every process that checks limits maps `limits.shm` for good (the
-//! hypervisor read-write, each client read-only: `limits.rs`). Should the
-//! file be cut short under them (a host-side mistake, a tool; a tenant
-//! cannot with the documented read-only mount), a load past the new end is
-//! a SIGBUS, which would kill each of them. So this process's SIGBUS
-//! handler (installed once, chaining to the one it replaced) looks at the
-//! faulting address: inside a guarded range ([`guard`]), it puts fresh
-//! zero pages (anonymous, private) over the range from the faulting page to
-//! its end and returns, so the load runs again and reads zero, and marks the
-//! range [`cut`]. A fault elsewhere may be in another copy of this code's
-//! range (liblimiter and libaccelerator each carry one, and each maps the
-//! file): each of its ranges whose file is now shorter (`fstat` on the
-//! descriptor it keeps) gets its zero pages too, then the previous action is
-//! put back and the handler returns, so the fault recurs and meets that
-//! action (another copy's handler, or the default, which ends the process
-//! as it would have without us). No handler is called from here.
+//! hypervisor read-write, each client read-only: `limits.rs`), and a host
+//! keeps the books of the workers it reports on or registers processes in
+//! mapped (`kept.rs`). Should a file be cut short under them (`limits.shm`
+//! by a host-side mistake or a tool; a worker's books by any process of
+//! that worker, whose tenant writes them), a load past the new end is a
+//! SIGBUS, which would kill the process. So this process's SIGBUS handler
+//! (installed once) looks at the faulting address: inside a guarded range
+//! ([`guard`]), it puts fresh zero pages (anonymous, private) over the range
+//! from the faulting page to its end and returns, so the access runs again
+//! on zeros, and marks the range [`cut`]. A fault elsewhere may be in a
+//! range of another copy of this code (liblimiter and libaccelerator each
+//! carry one): the limits ranges whose file is now shorter (`fstat` on the
+//! descriptor kept for them) get their zero pages at once, then the action
+//! this handler replaced is run: a handler (another copy's, a runtime's) is
+//! called as the kernel would have called it, and the default action is
+//! put back so that the fault recurs on return and ends the process as it
+//! would have without us. Either way this handler stays installed for the
+//! next fault in its own ranges.
 //!
-//! What zero means is documented with the file: no limit, not frozen (a
-//! client fails open, and says so once); the host refuses its calls on the
-//! limits with an error saying the file was cut under it.
+//! What zero means is documented with each file: for the limits, no limit
+//! and not frozen (a client fails open, and says so once; the host refuses
+//! its limit calls); for a worker's books, a call on them is refused and
+//! they are mapped afresh at the next (`kept.rs`).
 //!
 //! The library is pinned in memory once its handler is installed
 //! (`RTLD_NODELETE`): a `dlclose` must not leave the handler pointing at
@@ -28,35 +32,49 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 
-/// Guarded ranges: (start, length, cut). A process guards its two limits
-/// mappings at most.
-const RANGES: usize = 4;
+/// Guarded ranges: (start, length, cut): the two limits mappings and the
+/// books `kept.rs` keeps mapped (at most `kept::KEPT_MAX` at once).
+const RANGES: usize = super::kept::KEPT_MAX + 4;
 static START: [AtomicUsize; RANGES] = [const { AtomicUsize::new(0) }; RANGES];
 static LEN: [AtomicUsize; RANGES] = [const { AtomicUsize::new(0) }; RANGES];
 static WRITABLE: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
 static FD: [AtomicI32; RANGES] = [const { AtomicI32::new(-1) }; RANGES];
 static CUT: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
+/// A range another copy of this code maps too (the limits file): a fault
+/// in its copy tells this one to look at its own.
+static SHARED: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
+/// Guarded ranges now cut: [`cut`] is one load while none is.
+static CUTS: AtomicUsize = AtomicUsize::new(0);
+/// Ranges claimed (a slot with LEN 0 may be being filled).
+static CLAIMED: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
 
 /// The handler this one replaced (a `libc::sigaction`, written once before
 /// ours is installed and read only by ours).
 static mut PREVIOUS: std::mem::MaybeUninit<libc::sigaction> = std::mem::MaybeUninit::uninit();
-static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// 0 not installed, 1 being installed, 2 installed, 3 cannot be.
+static INSTALLED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 const PAGE: usize = 4096;
 
-/// Guard `len` bytes at `start` (a mapping that stays for good of the file
-/// open as `fd`, which is kept): a truncation of the file behind them reads
-/// as zero pages from then on. False: no handler could be installed (the
-/// range is not guarded).
-pub(super) fn guard(start: *const u8, len: usize, writable: bool, fd: i32) -> bool {
+/// Guard `len` bytes at `start`, a mapping of the file open as `fd`
+/// (`shared`: a limits mapping, whose descriptor is kept for good; else -1
+/// is fine): a truncation of the file behind them reads as zero pages from
+/// then on. False: no handler could be installed, or every range is taken
+/// (the range is not guarded).
+pub(super) fn guard(start: *const u8, len: usize, writable: bool, fd: i32, shared: bool) -> bool {
     if !install() {
         return false;
     }
     for i in 0..RANGES {
-        if LEN[i].load(Acquire) == 0 {
+        if CLAIMED[i]
+            .compare_exchange(false, true, AcqRel, Relaxed)
+            .is_ok()
+        {
             START[i].store(start as usize, Relaxed);
             WRITABLE[i].store(writable, Relaxed);
             FD[i].store(fd, Relaxed);
+            SHARED[i].store(shared, Relaxed);
+            CUT[i].store(false, Relaxed);
             LEN[i].store(len, Release);
             return true;
         }
@@ -64,10 +82,27 @@ pub(super) fn guard(start: *const u8, len: usize, writable: bool, fd: i32) -> bo
     false
 }
 
+/// Stop guarding the range at `start` (before it is unmapped; nothing
+/// accesses it any more).
+pub(super) fn unguard(start: *const u8) {
+    for i in 0..RANGES {
+        if LEN[i].load(Acquire) != 0 && START[i].load(Relaxed) == start as usize {
+            LEN[i].store(0, Release);
+            START[i].store(0, Relaxed);
+            if CUT[i].swap(false, AcqRel) {
+                CUTS.fetch_sub(1, AcqRel);
+            }
+            CLAIMED[i].store(false, Release);
+            return;
+        }
+    }
+}
+
 /// Whether the guarded range at `start` was cut (a fault there was
 /// turned into zero pages).
 pub(super) fn cut(start: *const u8) -> bool {
-    (0..RANGES).any(|i| START[i].load(Relaxed) == start as usize && CUT[i].load(Acquire))
+    CUTS.load(Acquire) != 0
+        && (0..RANGES).any(|i| START[i].load(Relaxed) == start as usize && CUT[i].load(Acquire))
 }
 
 /// Put zero pages over range `i` from `from` (page-aligned) to its end.
@@ -97,11 +132,13 @@ fn zero_from(i: usize, from: usize) -> bool {
     if p == libc::MAP_FAILED {
         return false;
     }
-    CUT[i].store(true, Release);
+    if !CUT[i].swap(true, AcqRel) {
+        CUTS.fetch_add(1, AcqRel);
+    }
     true
 }
 
-extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let mut ours = false;
@@ -114,10 +151,12 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
             ours |= zero_from(i, addr & !(PAGE - 1));
             continue;
         }
-        // Not in this range: is its file cut too (another copy's fault)?
+        // Not in this range: is its file cut too (another copy's fault on
+        // the limits file)?
         // SAFETY: fstat writes one struct we own; async-signal-safe.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if !CUT[i].load(Acquire)
+        if SHARED[i].load(Relaxed)
+            && !CUT[i].load(Acquire)
             && unsafe { libc::fstat(FD[i].load(Relaxed), &mut st) } == 0
             && (st.st_size as usize) < len
         {
@@ -127,28 +166,48 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     if ours {
         return;
     }
-    // Not ours: the previous action back (the default for an ignored
-    // fault, which the kernel would not ignore either); the fault recurs
-    // on return and meets it.
-    INSTALLED.store(false, Release);
-    // SAFETY: PREVIOUS was written before this handler was installed;
-    // sigaction is async-signal-safe.
+    // Not ours: what would have run without us.
+    // SAFETY: PREVIOUS was written before this handler was installed and
+    // is never written again; calling a handler with the arguments the
+    // kernel gave us is what the kernel would have done; sigaction and
+    // signal are async-signal-safe.
     unsafe {
         let prev = (*std::ptr::addr_of!(PREVIOUS)).assume_init();
-        if prev.sa_sigaction == libc::SIG_IGN {
-            libc::signal(sig, libc::SIG_DFL);
-        } else {
-            libc::sigaction(sig, &prev, std::ptr::null_mut());
+        match prev.sa_sigaction {
+            libc::SIG_DFL | libc::SIG_IGN => {
+                // The default for an ignored fault too, which the kernel
+                // would not ignore either: the fault recurs on return.
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            h if prev.sa_flags & libc::SA_SIGINFO != 0 => {
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                    std::mem::transmute(h);
+                f(sig, info, ctx);
+            }
+            h => {
+                let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+                f(sig);
+            }
         }
     }
 }
 
 /// Install the handler (once) and pin this library. False: not possible.
 fn install() -> bool {
-    if INSTALLED.load(Acquire) {
-        return true;
+    loop {
+        match INSTALLED.compare_exchange(0, 1, AcqRel, Acquire) {
+            Ok(_) => break,
+            Err(2) => return true,
+            Err(3) => return false,
+            Err(_) => std::thread::yield_now(), // another thread installs it
+        }
     }
-    // Guarded mappings are made under `owner::OPEN`: one installer at a time.
+    let ok = install_once();
+    INSTALLED.store(if ok { 2 } else { 3 }, Release);
+    ok
+}
+
+fn install_once() -> bool {
     pin_library();
     // SAFETY: reads the current action into PREVIOUS (before ours can run),
     // then installs ours; both structs are ours and zero-initialised.
@@ -163,12 +222,8 @@ fn install() -> bool {
         // SA_ONSTACK: a host runtime (Go) runs handlers on its own stacks.
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         libc::sigemptyset(&mut sa.sa_mask);
-        if libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut()) != 0 {
-            return false;
-        }
+        libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut()) == 0
     }
-    INSTALLED.store(true, Release);
-    true
 }
 
 /// Keep the library holding [`on_sigbus`] loaded for good.

@@ -30,6 +30,53 @@ pub(super) fn key_name(k: &Key) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
+/// A name's words and hash, as a key holds them ([`key_words`]).
+pub(super) type Name = ([u64; 8], u64);
+
+/// Whether `k` holds the name whose words and hash are `name` (as read: a
+/// tenant's key may hold anything).
+pub(super) fn key_is(k: &Key, name: &Name) -> bool {
+    k.hash.load(Relaxed) == name.1
+        && k.words
+            .iter()
+            .zip(&name.0)
+            .all(|(a, b)| a.load(Relaxed) == *b)
+}
+
+/// The words and hash `k` holds.
+pub(super) fn key_words_of(k: &Key) -> Name {
+    (
+        std::array::from_fn(|i| k.words[i].load(Relaxed)),
+        k.hash.load(Relaxed),
+    )
+}
+
+/// The READY entry holding `name` in a table of names appended in order,
+/// the entry `hint` names tried first (and the one found remembered there).
+pub(super) fn find_ready_hinted<T>(
+    table: &[T],
+    key: impl Fn(&T) -> &Key,
+    name: &Name,
+    hint: &std::sync::atomic::AtomicUsize,
+) -> Option<usize> {
+    let ready = |k: &Key| k.state.load(Acquire) == KEY_READY && key_is(k, name);
+    let h = hint.load(Relaxed);
+    if table.get(h).is_some_and(|t| ready(key(t))) {
+        return Some(h);
+    }
+    for (i, t) in table.iter().enumerate() {
+        let k = key(t);
+        if k.state.load(Acquire) == KEY_FREE {
+            return None;
+        }
+        if ready(k) {
+            hint.store(i, Relaxed);
+            return Some(i);
+        }
+    }
+    None
+}
+
 /// The READY entry named `name` in a table of names appended in order.
 pub(super) fn find_ready<T>(table: &[T], key: impl Fn(&T) -> &Key, name: &str) -> Option<usize> {
     let (words, hash) = key_words(name).ok()?;

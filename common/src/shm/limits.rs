@@ -302,7 +302,13 @@ fn mapping(slot: &AtomicPtr<Limits>, write: bool) -> Res<Option<&'static Limits>
     // The descriptor stays open for good, as the mapping does: the
     // handler asks it for the file's size.
     let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
-    if !guard::guard(l as *const Limits as *const u8, LIMITS.size, write, fd) {
+    if !guard::guard(
+        l as *const Limits as *const u8,
+        LIMITS.size,
+        write,
+        fd,
+        true,
+    ) {
         eprintln!(
             "accelerator: no SIGBUS handler for the limits file: a truncation of it would kill this process"
         );
@@ -503,6 +509,27 @@ pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
     let limit = match (
         find_ready(&lim.workers, |k| &k.key, worker),
         find_ready(&lim.devices, |k| k, uuid),
+    ) {
+        (Some(w), Some(d)) => lim.rows[w][d].mem_limit.load(Acquire),
+        _ => 0,
+    };
+    intact(lim)?;
+    Ok(limit)
+}
+
+/// [`memory_limit_of`] by the names' words, with the table positions last
+/// found for this worker and device tried first (`hints`: worker, device).
+pub(super) fn memory_limit_hinted(
+    worker: &Name,
+    uuid: &Name,
+    hints: &[std::sync::atomic::AtomicUsize; 2],
+) -> Res<u64> {
+    let Some(lim) = client()? else {
+        return Ok(0);
+    };
+    let limit = match (
+        find_ready_hinted(&lim.workers, |k| &k.key, worker, &hints[0]),
+        find_ready_hinted(&lim.devices, |k| k, uuid, &hints[1]),
     ) {
         (Some(w), Some(d)) => lim.rows[w][d].mem_limit.load(Acquire),
         _ => 0,

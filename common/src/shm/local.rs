@@ -169,9 +169,8 @@ impl ForkLock {
         let me = u64::from(std::process::id());
         let mut held = 0;
         while let Err(h) = self.0.compare_exchange_weak(held, me, Acquire, Relaxed) {
-            held = if h == me || super::fence::peer(h) {
-                // Another thread of this process, or the other side of a
-                // fenced call (`fence.rs`): wait for it.
+            held = if h == me {
+                // Another thread of this process: wait for it.
                 std::thread::yield_now();
                 0
             } else {

@@ -53,40 +53,54 @@ pub(super) fn inherited() -> Option<&'static Layout> {
     published_as(&INHERITED)
 }
 
-/// Another worker's books, mapped for the length of one call and unmapped
-/// when dropped (this process's own books stay mapped: [`publish`]). The
-/// descriptor is the one its lock bytes are taken on (`owner::lent_fd`).
-pub(super) struct Lent {
+/// Another worker's books, mapped shared for as long as this value lives
+/// (`kept.rs`), and guarded (`guard.rs`): a truncation of the file under
+/// it reads as zero pages, and [`Mapping::cut`] says so.
+pub(super) struct Mapping {
     ptr: std::ptr::NonNull<Layout>,
-    file: File,
 }
 
-impl Lent {
-    /// Map `file` (checked: its size is `SIZE`) shared and read-write.
-    pub(super) fn new(file: File) -> Res<Lent> {
-        let l = map_raw(&file, std::mem::size_of::<Layout>(), true)?;
-        let lent = Lent {
-            ptr: l.cast::<Layout>(),
-            file,
-        };
-        super::owner::lend(&lent, lent.file.as_raw_fd())?;
-        Ok(lent)
+// SAFETY: the mapping is all atomics (`Atomics`), valid until dropped, and
+// only ever read or written through those atomics: any thread may use it.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Map `file` (checked: a worker's books), read-write if `write`.
+    pub(super) fn new(file: &File, write: bool) -> Res<Mapping> {
+        let len = std::mem::size_of::<Layout>();
+        let p = map_raw(file, len, write)?;
+        if !super::guard::guard(p.as_ptr(), len, write, -1, false) {
+            // SAFETY: the mapping just made, of this length, not shared yet.
+            unsafe { libc::munmap(p.as_ptr().cast(), len) };
+            return Err(Error::OperationFailed(
+                "cannot guard a mapping of another worker's books against truncation (no SIGBUS handler); refused".into(),
+            ));
+        }
+        Ok(Mapping { ptr: p.cast() })
+    }
+
+    /// Whether the file was cut short under this mapping (its pages past
+    /// the cut read as zero).
+    pub(super) fn cut(&self) -> bool {
+        super::guard::cut(self.ptr.as_ptr().cast())
     }
 }
 
-impl std::ops::Deref for Lent {
+impl std::ops::Deref for Mapping {
     type Target = Layout;
     fn deref(&self) -> &Layout {
-        // SAFETY: a live mapping of `size_of::<Layout>()` bytes (see the
-        // module comment: any bytes are a valid `Layout`), unmapped only
-        // when `self` drops, which this borrow outlives not.
+        // SAFETY: a live mapping of `size_of::<Layout>()` bytes (any bytes
+        // are a valid `Layout`: atomics only), unmapped only when `self`
+        // drops, which this borrow outlives not.
         unsafe { self.ptr.as_ref() }
     }
 }
 
-impl Drop for Lent {
+impl Drop for Mapping {
     fn drop(&mut self) {
-        super::owner::unlend(self);
+        super::guard::unguard(self.ptr.as_ptr().cast());
         // SAFETY: the mapping `new` made, of this length; no reference
         // into it outlives `self` (`deref` borrows `self`).
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), std::mem::size_of::<Layout>()) };
@@ -207,6 +221,15 @@ pub(super) fn monotonic_ns() -> u64 {
     (ts.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// Run `before` in the forking thread before every `fork()` of this
+/// process, and `parent` / `child` after it.
+pub(super) fn at_fork(before: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) {
+    // SAFETY: registers plain functions.
+    unsafe {
+        libc::pthread_atfork(Some(before), Some(parent), Some(child));
+    }
 }
 
 /// Run `child` in the child after every `fork()` of this process. glibc
@@ -333,51 +356,6 @@ pub(super) fn file_size(fd: i32) -> std::io::Result<u64> {
 pub(super) fn close(fd: i32) {
     // SAFETY: the caller owns `fd` and forgets it.
     unsafe { libc::close(fd) };
-}
-
-/// A private heap copy of the given byte ranges of a state file, read with
-/// `pread` (the rest zero). Never a mapping: a file cut short under the
-/// reader is a short read (an error), never a SIGBUS, and nothing another
-/// process writes afterwards can reach the copy.
-pub(super) fn read_copy(
-    file: &File,
-    parts: &[std::ops::Range<usize>],
-) -> std::io::Result<Box<Layout>> {
-    let layout = std::alloc::Layout::new::<Layout>();
-    // SAFETY: Layout is not zero-sized; a null return is handled below.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
-    // SAFETY: allocated with `Layout`'s own layout, so the Box may own and
-    // free it; all-atomic layout (see the module comment): zero bytes are a
-    // valid value.
-    let mut copy: Box<Layout> = unsafe { Box::from_raw(p.cast::<Layout>()) };
-    read_into(file, parts, &mut copy)?;
-    Ok(copy)
-}
-
-/// [`read_copy`] into an existing copy (reused: the bytes outside `parts`
-/// keep what they held; a partial read leaves them part-written).
-pub(super) fn read_into(
-    file: &File,
-    parts: &[std::ops::Range<usize>],
-    copy: &mut Layout,
-) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    // SAFETY: the bytes of a `Layout` we borrow exclusively for as long as
-    // `bytes` lives; any bytes written there are a valid `Layout` (atomics
-    // only).
-    let bytes = unsafe {
-        std::slice::from_raw_parts_mut(
-            std::ptr::from_mut::<Layout>(copy).cast::<u8>(),
-            std::mem::size_of::<Layout>(),
-        )
-    };
-    for r in parts {
-        file.read_exact_at(&mut bytes[r.clone()], r.start as u64)?;
-    }
-    Ok(())
 }
 
 /// Whether another open file description holds a lock on byte `off` of the

@@ -134,7 +134,7 @@ pub(super) fn apply(
         // The owner's own last op is always complete: it finished it
         // before returning.
         if named(u) && !(owner && tag_slot(u) == i) && !settle(l, d, wd, u) {
-            fence::check();
+            budget::check();
             u = wd.usage.load(Acquire);
             continue;
         }
@@ -187,7 +187,7 @@ pub(super) fn unname(l: &Layout, i: usize, d: usize, wd: &WorkerDevice) {
         if settle(l, d, wd, u) {
             let _ = wd.usage.compare_exchange(u, used_of(u), AcqRel, Acquire);
         }
-        fence::check();
+        budget::check();
     }
     let s = wd.settled.load(Acquire);
     if named(s) && tag_slot(s) == i {
@@ -306,8 +306,8 @@ fn memory_in(l: &Layout, pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
         return Ok(outcome(true, used_of(wd.usage.load(Acquire))));
     }
     mark_device(p, d);
-    // Another worker's books (a fenced call) take no process-local lock: a
-    // fault there would leave it held. Fenced calls run one at a time.
+    // Another worker's books take no process-local lock: their calls run
+    // one at a time (`Kept::with`), and may be cut short by their budget.
     let _owner = map::is_published(l).then(|| local::enter(i, d));
     match apply(l, i, d, wd, delta, limit, true) {
         Apply::Done { used } => Ok(outcome(false, used)),
@@ -374,14 +374,22 @@ pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
     if let Books::Own(_) = b {
         owner::check_size()?;
     }
-    let used = b.with(|b| {
-        let d = devices::lookup(b, uuid)?.ok_or_else(|| {
+    let used = b.with(|l| {
+        let d = devices::lookup(l, uuid)?.ok_or_else(|| {
             Error::NotFound(format!("device {uuid:?} is not known to the limiter"))
         })?;
-        // Host reports do not reclaim (`snapshot.rs`): the worker's dead
-        // processes are reclaimed here, so the usage is that of live ones.
-        sweep(b);
-        let u = b.wd[d].usage.load(Acquire);
+        // The worker's dead processes are reclaimed here, so the usage is
+        // that of live ones: on another worker's books, only those the host
+        // saw exit or cannot watch (`Kept::sweep_exited`).
+        match &b {
+            Books::Own(_) => {
+                sweep(l);
+            }
+            Books::Kept(k) => {
+                k.sweep_exited(l);
+            }
+        }
+        let u = l.wd[d].usage.load(Acquire);
         match usage_word_fault(u) {
             Some(why) => Err(Error::OperationFailed(format!(
                 "worker {worker:?}'s limiter books are faulty on {uuid:?}: {why}"

@@ -10,10 +10,11 @@
 //! directory). `liblimiter.so` calls the check functions on every allocation
 //! and kernel launch. Hard limits and freeze state live apart, in
 //! `limits.shm`, which only the host side writes and clients map read-only
-//! (`limits`). The host side assembles the node's view from every worker's
-//! books, each read into a `pread` copy and checked on its own (`snapshot`,
-//! `workers::each`), so nothing a client does to its books can kill a host
-//! program or hide another worker.
+//! (`limits`). The host side keeps every worker's books mapped, guarded
+//! against truncation and current by the kernel's notices, each checked on
+//! its own (`kept`), so nothing a client does to its books can kill or hang
+//! a host program or hide another worker, and a host call costs what
+//! changed rather than what exists.
 //!
 //! Entry points for an in-process caller (the preload hook), all taking
 //! the calling process's own pid (`getpid()`; its worker is its
@@ -35,8 +36,10 @@
 //! - `workers`: one books file per worker: paths, creation, which one a process
 //!   uses, the host's node view, removal of private workers' directories;
 //! - `file`: creating, checking and mapping a file (`map` holds the `unsafe`);
-//! - `fence`: calls on another worker's books, run where a fault or a
-//!   tenant's stuck lock cannot kill or hang this process (`unsafe` too);
+//! - `kept`: the host's view of other workers' books (mapped, watched with
+//!   `events`, the kernel's notices: `unsafe` too), `guard`: the SIGBUS
+//!   guard of every mapping a truncation could fault (`unsafe`), `budget`:
+//!   how long a call on another worker's books may wait on them;
 //! - `owner`: who owns a slot and whether it is alive (OFD locks), fork handling;
 //! - `keys`: names (device UUIDs, worker ids);
 //! - `devices`: the device table, bounded;
@@ -50,21 +53,22 @@
 //! - `freeze`: FreezeWorker, AutoFreeze;
 //! - `steer`: the measured correction of the compute refill rate (in the limits
 //!   file), its controller, the host sampler's lease;
-//! - `reports`: hard limits and per-process usage for libaccelerator;
-//! - `snapshot`: the host's reads, from a `pread` copy (never a mapping).
+//! - `reports`: hard limits and per-process usage for libaccelerator.
 //!
 //! Bounds (memory): the 16-bit per-device sequence wraps after 65,536 ops; a helper
 //! preempted across exactly that many ops of one process on one device
 //! between two loads is the only case the sequence check cannot tell apart.
 
 mod backoff;
+mod budget;
 mod clock;
 mod compute;
 mod devices;
-mod fence;
+mod events;
 mod file;
 mod freeze;
 mod guard;
+mod kept;
 mod keys;
 mod layout;
 mod lifetime;
@@ -76,7 +80,6 @@ mod owner;
 mod process;
 mod reclaim;
 mod reports;
-mod snapshot;
 mod steer;
 mod workers;
 

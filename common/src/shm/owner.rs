@@ -23,8 +23,8 @@
 //!
 //! The descriptor is the one the file was mapped through (so the locks are
 //! on the mapped file even if the path is renamed or replaced), close-on-exec;
-//! another worker's books, mapped for one call (`map::Lent`), lend theirs
-//! for that call.
+//! another worker's books, kept mapped by the host (`kept.rs`), get a
+//! descriptor opened for each call that takes one of their lock bytes.
 //! A forked child inherits it, and with it the parent's locks; the fork
 //! handler closes it in the child, so a child never keeps its parent's slot
 //! alive (nor blocks anything), and opens its own worker's books afresh on
@@ -101,13 +101,6 @@ extern "C" fn after_fork() {
     if fd >= 0 {
         map::close(fd);
     }
-    for (p, fd) in &LENT {
-        p.store(0, Relaxed);
-        let fd = fd.swap(-1, Relaxed);
-        if fd >= 0 {
-            map::close(fd);
-        }
-    }
     map::unpublish_in_child();
     OWN_SLOT.store(0, Relaxed);
     limits::forget_rows();
@@ -179,43 +172,14 @@ fn own_path() -> std::path::PathBuf {
     workers::books_path(name.as_deref().unwrap_or(""))
 }
 
-/// Lent descriptors: (address of a `map::Lent` mapping, its descriptor).
-static LENT: [(AtomicU64, AtomicI32); 16] = [const { (AtomicU64::new(0), AtomicI32::new(-1)) }; 16];
-
-/// Lend `fd` for lock bytes of the books at `l` (a `map::Lent`) until
-/// [`unlend`]; the fork handler closes the child's copy.
-pub(super) fn lend(l: &Layout, fd: i32) -> Res<()> {
-    let addr = std::ptr::from_ref(l) as u64;
-    for (p, f) in &LENT {
-        if p.compare_exchange(0, addr, AcqRel, Relaxed).is_ok() {
-            f.store(fd, Release);
-            return Ok(());
-        }
-    }
-    Err(Error::ResourceExhausted(
-        "16 other workers' books are in use by this process at once".into(),
-    ))
-}
-
-pub(super) fn unlend(l: &Layout) {
-    let addr = std::ptr::from_ref(l) as u64;
-    for (p, f) in &LENT {
-        if p.load(Acquire) == addr {
-            f.store(-1, Relaxed);
-            p.store(0, Release);
-        }
-    }
-}
-
-/// The descriptor the lock bytes of the books at `l` are taken on.
+/// The descriptor the lock bytes of the books `l` are taken on: this
+/// process's own, or the one of another worker's books lent to this
+/// thread's call (`kept::lent_fd`).
 fn fd_of(l: &Layout) -> Res<i32> {
-    let addr = std::ptr::from_ref(l) as u64;
-    for (p, f) in &LENT {
-        if p.load(Acquire) == addr {
-            return Ok(f.load(Acquire));
-        }
+    if map::is_published(l) {
+        return fd();
     }
-    fd()
+    super::kept::lent_fd(l)
 }
 
 /// Take the lock of byte `off` of the books `l` without waiting; false:

@@ -193,6 +193,20 @@ pub(super) fn mark_device(p: &Proc, d: usize) {
 
 /// `AddWorkerProcess`: register `pid` on a device, in its worker's books
 /// (created if new).
+/// Another worker's process the caller registered before, still alive and
+/// in its slot, costs a few loads (`kept::added`).
 pub fn add_process(uuid: &str, pid: i32) -> Res<()> {
-    device_slot_for(pid, uuid).map(|_| ())
+    // Never this process itself (`remember_added` records only others').
+    if super::kept::added(pid, uuid) {
+        return Ok(());
+    }
+    if workers::is_own(pid) {
+        return device_slot_for(pid, uuid).map(|_| ());
+    }
+    let b = workers::books_of_pid(pid, true)?;
+    let d = b.with(|l| devices::slot_for(l, pid, uuid))?;
+    if let Books::Kept(k) = &b {
+        super::kept::remember_added(k, pid, d);
+    }
+    Ok(())
 }

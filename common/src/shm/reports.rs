@@ -77,15 +77,6 @@ pub struct LimitEntry {
     pub compute_percent: Option<u32>,
 }
 
-fn ready_devices(devices: &[Key]) -> Vec<(usize, String)> {
-    devices
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| k.state.load(Acquire) == KEY_READY)
-        .map(|(d, k)| (d, key_name(k)))
-        .collect()
-}
-
 /// Every limit set on the node (from the host-owned limits file).
 pub fn limits() -> Res<Vec<LimitEntry>> {
     let mut out = Vec::new();
@@ -128,88 +119,146 @@ pub struct ProcessUsage {
 
 /// Every live process the limiter knows that the caller can see, one entry
 /// per device it used, named by its pid in the caller's pid namespace.
-/// Assembled from every worker's books, each read from a copy and checked
-/// on its own (`workers::each`): books that cannot be used leave that worker
-/// out (the reason is logged) and the others in. Dead processes are left
-/// out, so the bytes are those of live processes only.
+/// Assembled from every worker's books as this process keeps them
+/// (`kept.rs`: mapped, guarded, current by the kernel's notices), each
+/// checked on its own: books that cannot be used leave that worker out
+/// (the reason is logged) and the others in. Dead processes are left out,
+/// so the bytes are those of live processes only. A call costs a few loads
+/// per live process and what changed since the last call.
 ///
 /// The books are their tenant's to write, so a slot is reported only where
 /// the host can tie its process to these books (docs/hypervisor.md, "What
 /// a host report trusts"): a process of its pid namespace, pid and start
-/// time exists ([`Visible`]), and either it registered itself and holds
+/// time exists (`kept::Visible`), and either it registered itself and holds
 /// these very books open (`/proc/<pid>/fd`, [`holds_open`]), or the slot is
 /// a proxy `AddWorkerProcess` made and the process started as this
 /// worker's (`workers::started_as`: the environment the host chose the
-/// books by); a private worker's books hold its one process alone. A slot
-/// naming any other process (another worker's, a host daemon) is left out,
-/// so it can neither add an entry nor stand beside another worker's. The
-/// bytes reported are bounded by the worker's memory limit on the device,
-/// when it has one. A process of a pid namespace the caller cannot see (a
-/// sibling container's, from inside a container) is left out: it has no
-/// pid here. The host sees every container's processes.
+/// books by); a private worker's books hold its one process alone. This is
+/// decided once per slot and process, and again whenever the slot's words
+/// change. A slot naming any other process (another worker's, a host
+/// daemon) is left out, so it can neither add an entry nor stand beside
+/// another worker's. The bytes reported are bounded by the worker's memory
+/// limit on the device, when it has one. A process of a pid namespace the
+/// caller cannot see (a sibling container's, from inside a container) is
+/// left out: it has no pid here. The host sees every container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
     let mut out = Vec::new();
-    let mut visible = Visible::default();
-    let mut limits = std::collections::HashMap::new();
-    workers::each(|worker, dir_worker, snap| {
-        let devices = ready_devices(snap.devices());
-        let Some(books) = snap.identity() else {
-            return;
+    let mut g = kept::view();
+    let Some(view) = g.as_mut() else {
+        return Ok(out);
+    };
+    for k in view.all() {
+        let k = match k {
+            Ok(k) => k,
+            Err((dir, why)) => {
+                workers::skip(&dir, &why);
+                continue;
+            }
         };
-        for (i, p) in snap.procs().iter().enumerate() {
-            let st = p.state.load(Acquire);
-            if !snap.alive(i) {
-                continue;
-            }
-            let (ns, start) = (p.ns.load(Relaxed), p.start.load(Relaxed));
-            let Some(pid) = visible.pid(ns, word_pid(st), start) else {
-                continue;
+        let h = &k.header;
+        let named = h.worker.state.load(Relaxed) == KEY_READY
+            && key_is(&h.worker, &k.worker_name)
+            && h.private.load(Relaxed) <= 1;
+        if !named {
+            workers::skip(
+                &k.dir,
+                &format!("does not name worker {:?} in its header", k.worker),
+            );
+            continue;
+        }
+        view.update(&k);
+        // The header is the tenant's to write: a named worker's books that
+        // say "private" stay named, never removed.
+        let private = h.private.load(Relaxed) == 1 && workers::is_private(&k.worker);
+        let worker = if private { "" } else { k.worker.as_str() };
+        let claimed = k.claimed();
+        let mut ws = k.watches();
+        let mut any_live = false;
+        for (i, p) in claimed.iter().enumerate() {
+            let Some(w) = ws.get_mut(i) else {
+                break;
             };
-            // A private worker's books are its one process's; either way
-            // the process holds the books open, or the host registered it
-            // (a proxy slot) by the environment it started with.
-            let private = worker.is_empty();
-            // This process holds every worker's books open while it reads
-            // them: it is in them only if they are its own worker's (as its
-            // limiter calls name it: its environment, or its private one).
-            let theirs = (!private || private_worker(ns, word_pid(st), start) == dir_worker)
-                && if pid == my_pid() {
-                    workers::worker_of(pid).is_ok_and(|(w, _)| w == dir_worker)
-                } else if p.owned.load(Relaxed) != 0 {
-                    holds_open(pid, books)
-                } else {
-                    private || workers::started_as(pid, dir_worker)
-                };
-            if !theirs {
-                forged(dir_worker, word_pid(st));
+            if w.seen[0] & 3 != PROC_LIVE || !w.alive() {
                 continue;
             }
-            let mask = p.devmask.load(Acquire);
-            for (d, uuid) in &devices {
-                if mask & 1 << d != 0 {
-                    let limit = *limits
-                        .entry((dir_worker.to_string(), uuid.clone()))
-                        .or_insert_with(|| limits::memory_limit_of(dir_worker, uuid).unwrap_or(0));
-                    let bytes = low48(p.held[*d].load(Acquire)).min(if limit == 0 {
-                        MAX_BYTES
-                    } else {
-                        limit
-                    });
-                    out.push(ProcessUsage {
-                        pid,
-                        namespace_pid: word_pid(st),
-                        pid_namespace: ns,
-                        start_time: start,
-                        worker: worker.to_string(),
-                        device_uuid: uuid.clone(),
-                        memory_bytes: bytes,
-                        compute_tokens: p.tokens[*d].load(Relaxed),
-                    });
+            any_live = true;
+            let ok = match w.trusted {
+                Some(ok) => ok,
+                None => {
+                    let ok = trusted(&k, w, private);
+                    w.trusted = Some(ok);
+                    ok
                 }
+            };
+            if ok {
+                let mask = p.devmask.load(Acquire);
+                report(&k, p, w, mask, worker, &mut out);
+            } else {
+                forged(&k.worker, word_pid(w.seen[0]));
             }
         }
-    });
+        drop(ws);
+        if private && !any_live && k.unused_check_due() {
+            workers::remove_unused(&k.dir, None);
+        }
+    }
     Ok(out)
+}
+
+/// Whether the live process of watch `w` (a slot of `k`) is one these
+/// books may hold (see [`processes`]).
+fn trusted(k: &kept::Kept, w: &kept::Watch, private: bool) -> bool {
+    let [st, ns, start, owned] = w.seen;
+    let pid = w.pid;
+    // A private worker's books are its one process's; either way the
+    // process holds the books open, or the host registered it (a proxy
+    // slot) by the environment it started with.
+    if private && private_worker(ns, word_pid(st), start) != k.worker {
+        return false;
+    }
+    // This process holds every worker's books open while it reads them: it
+    // is in them only if they are its own worker's (as its limiter calls
+    // name it: its environment, or its private one).
+    if pid == my_pid() {
+        return workers::worker_of(pid).is_ok_and(|(w, _)| w == k.worker);
+    }
+    if owned != 0 {
+        holds_open(pid, k.id)
+    } else {
+        private || workers::started_as(pid, &k.worker)
+    }
+}
+
+/// Add the entries of slot `p` (watch `w`) on each device of `mask`.
+fn report(
+    k: &kept::Kept,
+    p: &Proc,
+    w: &kept::Watch,
+    mask: u64,
+    worker: &str,
+    out: &mut Vec<ProcessUsage>,
+) {
+    let [st, ns, start, _] = w.seen;
+    let mut left = mask;
+    while left != 0 {
+        let d = left.trailing_zeros() as usize;
+        left &= left - 1;
+        let Some((name, uuid)) = k.device(d) else {
+            continue;
+        };
+        let limit = limits::memory_limit_hinted(&k.worker_name, &name, &k.limit_hints).unwrap_or(0);
+        let bytes = low48(p.held[d].load(Acquire)).min(if limit == 0 { MAX_BYTES } else { limit });
+        out.push(ProcessUsage {
+            pid: w.pid,
+            namespace_pid: word_pid(st),
+            pid_namespace: ns,
+            start_time: start,
+            worker: worker.to_string(),
+            device_uuid: uuid,
+            memory_bytes: bytes,
+            compute_tokens: p.tokens[d].load(Relaxed),
+        });
+    }
 }
 
 /// A slot left out of a report: it names a process that is not one its
@@ -223,67 +272,4 @@ fn forged(worker: &str, pid: i32) {
             "accelerator: worker {worker:?}'s books name process {pid}, not theirs; left out"
         );
     }
-}
-
-/// Pids of the caller's pid namespace, checked, and of other pid
-/// namespaces as the caller's namespace sees them, from
-/// `/proc/<pid>/status` (`NSpid`: the pid in each namespace from the
-/// caller's down to the process's own) and `/proc/<pid>/ns/pid`, read once
-/// per report and only if some process is of another namespace. Either
-/// way a slot is reported only if a process of its pid namespace, pid and
-/// start time exists: the books are a tenant's to write, and must not list
-/// another's process (or the host's) under its worker.
-#[derive(Default)]
-struct Visible {
-    /// (namespace, pid in it, start time) → pid here.
-    map: Option<std::collections::HashMap<(u64, i32, u64), i32>>,
-}
-
-impl Visible {
-    fn pid(&mut self, ns: u64, pid: i32, start: u64) -> Option<i32> {
-        if ns == owner::pid_ns() {
-            return (same_namespace(pid, ns) && alive(pid, Some(start))).then_some(pid);
-        }
-        self.map
-            .get_or_insert_with(scan_proc)
-            .get(&(ns, pid, start))
-            .copied()
-    }
-}
-
-/// Whether process `pid` (of the caller's pid namespace) is of namespace `ns`.
-fn same_namespace(pid: i32, ns: u64) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    pid == my_pid() || std::fs::metadata(format!("/proc/{pid}/ns/pid")).is_ok_and(|m| m.ino() == ns)
-}
-
-fn scan_proc() -> std::collections::HashMap<(u64, i32, u64), i32> {
-    use std::os::unix::fs::MetadataExt;
-    let mut map = std::collections::HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return map;
-    };
-    for entry in dir.flatten() {
-        let Some(here) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let (Ok(ns), Ok(status)) = (
-            std::fs::metadata(format!("/proc/{here}/ns/pid")),
-            std::fs::read_to_string(format!("/proc/{here}/status")),
-        ) else {
-            continue;
-        };
-        let inner = status
-            .lines()
-            .find_map(|l| l.strip_prefix("NSpid:"))
-            .and_then(|l| l.split_ascii_whitespace().last()?.parse::<i32>().ok());
-        if let (Some(inner), Some((_, start))) = (inner, proc_stat(here)) {
-            map.insert((ns.ino(), inner, start), here);
-        }
-    }
-    map
 }

@@ -20,12 +20,12 @@
 //! whose header says so. A forked child opens its own again (it may be
 //! another worker). Calls about another process (`AddWorkerProcess`, a check
 //! naming another pid) and about another worker (its usage) map that
-//! worker's books for the one call ([`Books::Lent`]), and run fenced
-//! ([`Books::with`], `fence::fenced`): a process of that worker may truncate
-//! them in that instant, and the fault must not kill the caller.
+//! worker's books as the caller keeps them mapped ([`Books::Kept`],
+//! `kept.rs`), within a budget and guarded: a process of that worker may
+//! truncate them or stall on them, and neither may kill or hang the caller.
 //!
-//! The host side reads every worker's books for its reports ([`each`]), each
-//! from a `pread` copy checked on its own: a file that is missing, cut
+//! The host side reads every worker's books for its reports (`kept.rs`,
+//! `reports.rs`), each checked on its own: a file that is missing, cut
 //! short, replaced, of another layout or naming another worker is skipped
 //! with its reason on stderr (once per file and reason), and the others are
 //! still reported. It removes a private worker's directory once no live
@@ -36,7 +36,6 @@
 //! opener either holds its read lock first (and the directory stays) or
 //! finds the directory gone afterwards and creates it anew.
 
-use super::snapshot::Snapshot;
 use super::*;
 use crate::statedir;
 use std::fs::File;
@@ -254,11 +253,11 @@ pub(super) fn open_own() -> Res<&'static Layout> {
     )))
 }
 
-/// A worker's books: this process's own mapping, or another worker's
-/// mapped for one call.
+/// A worker's books: this process's own mapping, or another worker's as
+/// this process keeps them (`kept.rs`).
 pub(super) enum Books {
     Own(&'static Layout),
-    Lent(map::Lent),
+    Kept(std::sync::Arc<super::kept::Kept>),
 }
 
 impl std::ops::Deref for Books {
@@ -266,26 +265,24 @@ impl std::ops::Deref for Books {
     fn deref(&self) -> &Layout {
         match self {
             Books::Own(l) => l,
-            Books::Lent(m) => m,
+            Books::Kept(k) => k,
         }
     }
 }
 
 impl Books {
-    /// Run `f` on these books; on another worker's, fenced: a process of
-    /// that worker may truncate them during the call, and the fault must not
-    /// kill this process (`fence::fenced`).
+    /// Run `f` on these books; on another worker's, within its budget and
+    /// refused if they were cut short meanwhile (`Kept::with`).
     pub(super) fn with<T>(&self, f: impl FnOnce(&Layout) -> Res<T>) -> Res<T> {
         match self {
             Books::Own(l) => f(l),
-            Books::Lent(m) => fence::fenced(|| f(m)),
+            Books::Kept(k) => k.with(f),
         }
     }
 }
 
 /// Run `f` on the books of process `pid`'s worker and the slot there of
-/// device `uuid` (named and marked for the process if new), fenced when the
-/// books are another worker's.
+/// device `uuid` (named and marked for the process if new).
 pub(super) fn on_device_of<T>(
     pid: i32,
     uuid: &str,
@@ -315,9 +312,17 @@ pub(super) fn books_of_pid(pid: i32, cold: bool) -> Res<Books> {
     if let Some(b) = own_if_named(&worker)? {
         return Ok(b);
     }
-    let (file, _) =
-        open(&worker, Some(private))?.ok_or_else(|| Error::Internal("books not created".into()))?;
-    Ok(Books::Lent(map::Lent::new(file)?))
+    if let Some(k) = super::kept::books(&worker)? {
+        return Ok(Books::Kept(k));
+    }
+    open(&worker, Some(private))?;
+    super::kept::books(&worker)?
+        .map(Books::Kept)
+        .ok_or_else(|| {
+            Error::Internal(format!(
+                "the books of worker {worker:?} vanished as they were made"
+            ))
+        })
 }
 
 /// The books of `worker`; None when it has none.
@@ -326,10 +331,7 @@ pub(super) fn books_of(worker: &str) -> Res<Option<Books>> {
     if let Some(b) = own_if_named(worker)? {
         return Ok(Some(b));
     }
-    match open(worker, None)? {
-        Some((file, _)) => Ok(Some(Books::Lent(map::Lent::new(file)?))),
-        None => Ok(None),
-    }
+    Ok(super::kept::books(worker)?.map(Books::Kept))
 }
 
 /// This process's own books, if it has them mapped and they are `worker`'s.
@@ -342,44 +344,6 @@ fn own_if_named(worker: &str) -> Res<Option<Books>> {
 /// Whether `worker` has books (a client or the host created them).
 pub(super) fn exists(worker: &str) -> bool {
     books_path(worker).is_file()
-}
-
-/// Every worker's books, each from a checked `pread` copy, with the
-/// worker's id ("" for a private worker) and its directory's worker; a file
-/// that cannot be used is skipped with its reason logged once. A private
-/// worker's directory that no live process uses is removed. One copy's
-/// memory serves every worker in turn.
-pub(super) fn each(mut f: impl FnMut(&str, &str, &Snapshot)) {
-    let root = statedir::path().join(WORKERS_DIR);
-    let Ok(dir) = std::fs::read_dir(&root) else {
-        return;
-    };
-    let mut spare = None;
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(worker) = name.to_str().and_then(worker_of_dir) else {
-            if !name.as_encoded_bytes().starts_with(b".") {
-                skip(&root.join(&name), "is not a worker's directory");
-            }
-            continue;
-        };
-        let dir = root.join(&name);
-        match Snapshot::take(&dir, &worker, spare.take()) {
-            Ok(Some(s)) => {
-                // The header is the tenant's to write: a named worker's
-                // books that say "private" stay named, never removed.
-                let private = s.header().private.load(Relaxed) == 1 && is_private(&worker);
-                f(if private { "" } else { &worker }, &worker, &s);
-                let unused = private && !s.any_alive();
-                spare = Some(s.recycle());
-                if unused {
-                    remove_unused(&dir, None);
-                }
-            }
-            Ok(None) => {}
-            Err(e) => skip(&dir, &e.to_string()),
-        }
-    }
 }
 
 /// Whether `worker` is a name `process::private_worker` gives.
@@ -526,7 +490,7 @@ fn any_slot_live(file: &File) -> bool {
 
 /// Log once per (path, reason) why a worker's books are left out.
 #[cold]
-fn skip(path: &Path, why: &str) {
+pub(super) fn skip(path: &Path, why: &str) {
     static SEEN: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
     let text = format!("{} {why}", path.display());
     let hash = fnv(text.as_bytes());
