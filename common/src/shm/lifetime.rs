@@ -91,6 +91,9 @@ pub fn remove_worker(worker: &str) -> Res<Removed> {
         }
         Unused::Removed => {
             limits::forget_locked(lim, worker);
+            // This process's view lets the removed books go now (their
+            // memory with them), not at its next call (`kept.rs`).
+            drop(super::kept::view());
             Ok(Removed::Now)
         }
         Unused::Missing if entry.is_some() => {
