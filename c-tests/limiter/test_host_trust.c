@@ -426,8 +426,6 @@ static double b_calls(const char *pid_b, int n, int *bad) {
 }
 
 static void test_stalled_books(const char *self_exe, const char *lib) {
-  if (test_quick())
-    return; /* fenced calls need a memory-sharing child (not under valgrind) */
   int stop_a = -1, stop_b = -1;
   pid_t a = start_client(self_exe, lib, "stall-a", 5555, &stop_a);
   pid_t b = start_client(self_exe, lib, "stall-b", 6666, &stop_b);

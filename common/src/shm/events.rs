@@ -15,7 +15,7 @@ use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 /// An inotify instance.
 pub(super) struct Notices(OwnedFd);
@@ -158,6 +158,8 @@ impl Exits {
 
 /// Pidfds open in this process (this copy of the code).
 static PIDFDS: AtomicUsize = AtomicUsize::new(0);
+/// The kernel has no `pidfd_open` (asked once).
+static NO_PIDFD: AtomicBool = AtomicBool::new(false);
 
 /// A pidfd (counted: the view keeps at most half the descriptors the
 /// process may open, [`pidfd`]).
@@ -186,10 +188,25 @@ pub(super) fn pidfd(pid: i32) -> std::io::Result<PidFd> {
     if PIDFDS.load(Relaxed) >= soft / 2 {
         return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
     }
+    // Valgrind (its preload library in `LD_PRELOAD`) does not know the
+    // call and warns at each: ask it nothing.
+    static ASKED: AtomicBool = AtomicBool::new(false);
+    if !ASKED.swap(true, Relaxed)
+        && std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("/vgpreload_"))
+    {
+        NO_PIDFD.store(true, Relaxed);
+    }
+    if NO_PIDFD.load(Relaxed) {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
+    }
     // SAFETY: no pointers; a descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOSYS) {
+            NO_PIDFD.store(true, Relaxed); // before Linux 5.3, or valgrind
+        }
+        return Err(e);
     }
     PIDFDS.fetch_add(1, Relaxed);
     // SAFETY: a fresh close-on-exec descriptor we own (pidfds always are).

@@ -69,8 +69,9 @@ pub(super) struct Kept {
     pub(super) id: (u64, u64),
     /// Why the host may not write these books (opened read-only).
     read_only: Option<String>,
-    /// Its directory is not watched: checked on every use.
-    unwatched: bool,
+    /// Its directory's inotify watch; None: not watched, checked on every
+    /// use.
+    wd: Option<i32>,
     /// Its directory changed: checked before the next use.
     stale: AtomicBool,
     serial: u32,
@@ -218,7 +219,13 @@ impl View {
         View {
             forks: FORKS.load(Relaxed),
             root,
-            notices: Notices::new(),
+            // The test of the fallback (`make host-calls-test`) turns the
+            // notices off, as a node without inotify has them.
+            notices: if std::env::var_os("ACCELERATOR_TEST_NO_INOTIFY").is_some() {
+                None
+            } else {
+                Notices::new()
+            },
             root_wd: None,
             listed: false,
             names: HashMap::new(),
@@ -355,8 +362,13 @@ impl View {
     fn drop_kept(&mut self, k: &Kept) {
         self.kept -= 1;
         self.by_serial.remove(&k.serial);
-        self.by_wd.retain(|_, n| n != dir_name(&k.worker).as_str());
-        self.added.retain(|_, (n, _, _)| *n != dir_name(&k.worker));
+        if let Some(wd) = k.wd {
+            self.by_wd.remove(&wd);
+        }
+        if !self.added.is_empty() {
+            let name = dir_name(&k.worker);
+            self.added.retain(|_, (n, _, _)| *n != name);
+        }
     }
 
     /// Every worker's books (each looked at again if its directory
@@ -366,7 +378,7 @@ impl View {
         let mut look = Vec::new();
         for (n, e) in &self.names {
             match e {
-                Entry::Kept(k) if !k.stale.load(Relaxed) && !k.unwatched && !k.books.cut() => {
+                Entry::Kept(k) if !k.stale.load(Relaxed) && k.wd.is_some() && !k.books.cut() => {
                     out.push(Ok(k.clone()))
                 }
                 _ => look.push(n.clone()),
@@ -395,7 +407,7 @@ impl View {
         match self.names.get(name) {
             None => return Ok(None),
             Some(Entry::Kept(k)) => {
-                let fresh = !k.stale.load(Relaxed) && !k.unwatched;
+                let fresh = !k.stale.load(Relaxed) && k.wd.is_some();
                 if !k.books.cut() && (fresh || k.same_file()) {
                     k.stale.store(false, Relaxed);
                     return Ok(Some(k.clone()));
@@ -459,7 +471,7 @@ impl View {
             path,
             id: (meta.dev(), meta.ino()),
             read_only,
-            unwatched: wd.is_none(),
+            wd,
             stale: AtomicBool::new(false),
             serial,
             ops: Mutex::new(()),
@@ -499,6 +511,7 @@ impl View {
             if ws[i].seen == seen && !unfound {
                 continue;
             }
+            let again = unfound && ws[i].seen == seen;
             ws[i] = Watch {
                 seen,
                 ..Watch::default()
@@ -506,7 +519,7 @@ impl View {
             if seen[0] & 3 != PROC_LIVE {
                 continue;
             }
-            let Some(pid) = self.visible.pid(seen[1], word_pid(seen[0]), seen[2]) else {
+            let Some(pid) = self.visible.pid(seen[1], word_pid(seen[0]), seen[2], again) else {
                 // Of this pid namespace: no such process (any more).
                 ws[i].dead = seen[1] == owner::pid_ns();
                 continue;
@@ -791,18 +804,22 @@ pub(super) struct Visible {
 const RESCAN_NS: u64 = 50_000_000;
 
 impl Visible {
-    pub(super) fn pid(&mut self, ns: u64, pid: i32, start: u64) -> Option<i32> {
+    /// `again`: the slot was looked for before and not found (its retries
+    /// scan at most every [`RESCAN_NS`]; a slot seen for the first time may
+    /// scan at once).
+    pub(super) fn pid(&mut self, ns: u64, pid: i32, start: u64, again: bool) -> Option<i32> {
         if ns == owner::pid_ns() {
             return (same_namespace(pid, ns) && alive(pid, Some(start))).then_some(pid);
         }
         if let Some(&here) = self.map.get(&(ns, pid, start)) {
             return Some(here);
         }
-        // At most one scan per call, and per [`RESCAN_NS`]: a slot naming a
-        // process this process cannot see (a forged one, or the caller in a
-        // container) must not make every call scan `/proc`.
+        // At most one scan per call, and retries at most every
+        // [`RESCAN_NS`]: a slot naming a process this process cannot see (a
+        // forged one, or the caller in a container) must not make every
+        // call scan `/proc`.
         let now = map::monotonic_ns();
-        if self.fresh || now.saturating_sub(self.scanned_ns) < RESCAN_NS {
+        if self.fresh || (again && now.saturating_sub(self.scanned_ns) < RESCAN_NS) {
             return None;
         }
         self.map = scan_proc();

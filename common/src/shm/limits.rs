@@ -203,7 +203,7 @@ pub(super) fn row(d: usize) -> Option<&'static Row> {
 
 /// [`row`], looking it up when needed: the row of the worker of the books
 /// `l` on their device slot `d`. Only rows of this process's own books are
-/// kept; another worker's (`workers::Books::Lent`) are looked up each time.
+/// kept; another worker's (`workers::Books::Kept`) are looked up each time.
 #[cold]
 #[inline(never)]
 pub(super) fn row_of(l: &Layout, d: usize) -> Res<&'static Row> {

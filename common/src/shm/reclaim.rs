@@ -17,7 +17,9 @@
 //! processes, at most once per millisecond per device), when a process
 //! registers and finds its pid stale or no free slot or a device table full,
 //! and on a usage query (`worker_usage`); never in a host report, which
-//! reads a copy and leaves dead processes out (`snapshot.rs`).
+//! leaves dead processes out (`reports.rs`); a usage query on another
+//! worker's books reclaims only the slots whose process the host saw exit
+//! (`kept::Kept::sweep_exited`).
 
 use super::*;
 
