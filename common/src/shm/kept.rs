@@ -12,8 +12,9 @@
 //!   (read-write where the host may write them), and guarded (`guard.rs`):
 //!   a tenant that truncates its books under a host read gets zero pages
 //!   there, never a SIGBUS; the call is refused and the books are mapped
-//!   afresh at the next. At most [`KEPT_MAX`] at once (the least recently
-//!   opened goes first); the descriptor is closed once mapped, and opened
+//!   afresh at the next. At most [`KEPT_MAX`] at once (past that, another
+//!   is let go to map the next: a node with more workers' books than that
+//!   pays mappings again on every report); the descriptor is closed once mapped, and opened
 //!   again only for a call that takes a lock byte ([`Kept::with`]), checked
 //!   to be the same file.
 //! - **the directories, watched** (`events::Notices`, inotify): a worker's
