@@ -196,11 +196,22 @@ extern "C" fn after_fork_child() {
 /// The view, current: made (or made again, in a forked child or for
 /// another state directory) and refreshed from the notices.
 pub(super) fn view() -> MutexGuard<'static, Option<View>> {
-    // No `Once`: a fork while another thread is inside one leaves the
-    // child waiting on it forever.
-    static HANDLERS: AtomicBool = AtomicBool::new(false);
-    if !HANDLERS.swap(true, AcqRel) {
-        map::at_fork(before_fork, after_fork, after_fork_child);
+    // Registered before any view is made, by one thread while the others
+    // wait (a view made before would be a forked child's too). No `Once`: a
+    // fork while another thread is inside one leaves the child waiting on
+    // it forever; a child forked while the handlers are being registered
+    // has no view yet.
+    static HANDLERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    loop {
+        match HANDLERS.compare_exchange(0, 1, AcqRel, Acquire) {
+            Ok(_) => {
+                map::at_fork(before_fork, after_fork, after_fork_child);
+                HANDLERS.store(2, Release);
+                break;
+            }
+            Err(2) => break,
+            Err(_) => std::thread::yield_now(),
+        }
     }
     let mut g = VIEW.lock().unwrap_or_else(PoisonError::into_inner);
     let root = crate::statedir::path().join(WORKERS_DIR);
