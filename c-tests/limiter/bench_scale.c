@@ -31,11 +31,9 @@
  * the first must be 1x1, the baseline of every ratio.
  * The churn test's figures follow the table in `make bench-scale`
  * (limiter.mk: test_lifetime's churn). */
-#include "accelerator.h"
-#include "limiter.h"
+#include "host_api.h"
 #include "worker_proc.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,27 +41,9 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef int (*info_fn)(void *, size_t, size_t *);
 
-static __typeof__(&CheckAndRecordMemoryOps) mem;
-static __typeof__(&AddWorkerProcess) addProcess;
-static __typeof__(&limiterGetWorkerUsage) usage;
-static __typeof__(&LimiterRemoveWorker) removeWorker;
-static __typeof__(&SetMemHardLimit) setMem;
-static __typeof__(&SetComputeUnitHardLimit) setCompute;
-static __typeof__(&GetProcessMemoryUtilization) procMem;
-static info_fn procInfo;
 static const char *dev, *hook, *viewer;
 static char state[4096];
-
-static void *sym(void *lib, const char *name) {
-  void *p = dlsym(lib, name);
-  if (!p) {
-    fprintf(stderr, "missing %s\n", name);
-    exit(2);
-  }
-  return p;
-}
 
 static double cpu_ns(clockid_t c) {
   struct timespec t;
@@ -318,21 +298,7 @@ int main(int argc, char **argv) {
   hook = argv[4];
   viewer = argv[5];
   unsetenv("ACCELERATOR_WORKER_ID");
-  void *lim = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL), *acc = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
-  if (!lim || !acc) {
-    fprintf(stderr, "dlopen: %s\n", dlerror());
-    return 2;
-  }
-  *(void **)&mem = sym(lim, "CheckAndRecordMemoryOps");
-  *(void **)&addProcess = sym(lim, "AddWorkerProcess");
-  *(void **)&usage = sym(lim, "limiterGetWorkerUsage");
-  *(void **)&removeWorker = sym(lim, "LimiterRemoveWorker");
-  *(void **)&setMem = sym(acc, "SetMemHardLimit");
-  *(void **)&setCompute = sym(acc, "SetComputeUnitHardLimit");
-  *(void **)&procMem = sym(acc, "GetProcessMemoryUtilization");
-  *(void **)&procInfo = sym(acc, "AccelGetProcessInformation");
-  int (*init)(void) = (int (*)(void))sym(acc, "AccelInit");
-  init();
+  host_api_load(argv[1], argv[2]);
   atexit(end_processes);
   double r[MAX_ROWS][COLS], view[MAX_ROWS][2][CALLS];
   for (int i = 0; i < rows; i++)

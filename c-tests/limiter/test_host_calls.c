@@ -13,12 +13,10 @@
  * AccelGetProcessInformation. And what the view must see at once: a killed
  * process leaves the reports and its bytes leave its worker's usage; a new
  * worker's process appears; a removed worker's books are gone. */
-#include "accelerator.h"
-#include "limiter.h"
+#include "host_api.h"
 #include "../test_util.h"
 #include "worker_proc.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,26 +24,8 @@
 
 enum { WORKERS = 100, REPS = 200 };
 
-typedef int (*info_fn)(void *, size_t, size_t *);
-
-static __typeof__(&CheckAndRecordMemoryOps) mem;
-static __typeof__(&AddWorkerProcess) addProcess;
-static __typeof__(&limiterGetWorkerUsage) usage;
-static __typeof__(&LimiterRemoveWorker) removeWorker;
-static __typeof__(&SetMemHardLimit) setMem;
-static __typeof__(&GetProcessMemoryUtilization) procMem;
-static info_fn procInfo;
-static MemoryUtilization listed[256];
 static const char *dev;
-
-static void *sym(void *lib, const char *name) {
-  void *p = dlsym(lib, name);
-  if (!p) {
-    fprintf(stderr, "missing %s\n", name);
-    exit(2);
-  }
-  return p;
-}
+static MemoryUtilization listed[256];
 
 /* A marker in the trace: a write to a closed descriptor (EBADF). */
 static void mark(const char *what) {
@@ -91,26 +71,13 @@ int main(int argc, char **argv) {
   }
   dev = argv[3];
   unsetenv("ACCELERATOR_WORKER_ID");
-  void *lim = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL), *acc = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
-  if (!lim || !acc) {
-    fprintf(stderr, "dlopen: %s\n", dlerror());
-    return 2;
-  }
-  *(void **)&mem = sym(lim, "CheckAndRecordMemoryOps");
-  *(void **)&addProcess = sym(lim, "AddWorkerProcess");
-  *(void **)&usage = sym(lim, "limiterGetWorkerUsage");
-  *(void **)&removeWorker = sym(lim, "LimiterRemoveWorker");
-  *(void **)&setMem = sym(acc, "SetMemHardLimit");
-  *(void **)&procMem = sym(acc, "GetProcessMemoryUtilization");
-  *(void **)&procInfo = sym(acc, "AccelGetProcessInformation");
-  int (*init)(void) = (int (*)(void))sym(acc, "AccelInit");
-  CHECK(init() == 0, "AccelInit");
+  host_api_load(argv[1], argv[2]);
 
   pid_t pids[WORKERS];
   char w[64];
   for (int i = 0; i < WORKERS; i++) {
     snprintf(w, sizeof w, "calls-%d", i);
-    CHECK(setMem(w, dev, 1ULL << 30) == RESULT_SUCCESS, "limit %s", w);
+    CHECK(setMem(w, dev, 1ULL << 30) == RESULT_SUCCESS && setCompute(w, dev, 50) == RESULT_SUCCESS, "limit %s", w);
     pids[i] = worker_process(mem, w, dev);
     CHECK(pids[i] > 0, "a process of %s registered", w);
   }
