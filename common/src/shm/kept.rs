@@ -859,18 +859,10 @@ fn scan_proc() -> HashMap<(u64, i32, u64), i32> {
         else {
             continue;
         };
-        let (Ok(ns), Ok(status)) = (
-            std::fs::metadata(format!("/proc/{here}/ns/pid")),
-            std::fs::read_to_string(format!("/proc/{here}/status")),
-        ) else {
-            continue;
-        };
-        let inner = status
-            .lines()
-            .find_map(|l| l.strip_prefix("NSpid:"))
-            .and_then(|l| l.split_ascii_whitespace().last()?.parse::<i32>().ok());
-        if let (Some(inner), Some((_, start))) = (inner, proc_stat(here)) {
-            map.insert((ns.ino(), inner, start), here);
+        if let (Some((ns, inner)), Some((_, start))) =
+            (workers::own_namespace_pid(here), proc_stat(here))
+        {
+            map.insert((ns, inner, start), here);
         }
     }
     map

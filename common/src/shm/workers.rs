@@ -135,7 +135,7 @@ pub(super) fn started_as(pid: i32, worker: &str) -> bool {
 }
 
 /// A process's pid namespace and its pid there (`NSpid`'s last field).
-fn own_namespace_pid(pid: i32) -> Option<(u64, i32)> {
+pub(super) fn own_namespace_pid(pid: i32) -> Option<(u64, i32)> {
     let ns = std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok()?.ino();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let inner = status
