@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README.md cannot rot: run every command block it marks as runnable, check
 # that every relative link in README.md, CHANGELOG.md and docs/ names a file
-# (and heading) that exists, and that `make help` lists every .PHONY target.
+# (and heading) of the repository, and that `make help` lists every .PHONY
+# target.
 #
 #   tests/readme.sh [README]
 #
@@ -123,7 +124,7 @@ PY
 if [ -s "$work/links" ]; then
   fail "dangling links:"; sed 's/^/    /' "$work/links"
 else
-  echo "ok   every relative link in $readme, CHANGELOG.md and docs/ names an existing file and heading"
+  echo "ok   every relative link in $readme, CHANGELOG.md and docs/ names a file (and heading) of the repository; no page names a missing one in code"
 fi
 
 # ---- make help lists every .PHONY target
