@@ -191,7 +191,7 @@ Test (all part of `make test` unless marked)
   dist-test             make dist, unpacked: builds, links, sonames, docs and their links, a pkg-config build
   test-gpu-kit          the GPU kit against the fake NVML and CUDA libraries
   test-readme           README's runnable commands, the docs' links, this list
-  test-abi-reference    docs/abi-reference.md and abi-v2-reference.md match the headers, document every export
+  test-abi-reference    docs/{abi,abi-v2,limiter}-reference.md match the headers, document every export
   replace-test          build outputs are replaced by rename, never overwritten in place
 Benchmarks (not part of `make test`)
   bench                 the limiter's hot path, the NVIDIA vendor, the CUDA hook, the universal build
@@ -201,7 +201,7 @@ Benchmarks (not part of `make test`)
   bench-scale           host calls, sampler, state, hook view at 1-500 workers x 1-500 processes; churn
 Maintenance
   hook-table            regenerate docs/hook.md's entry-point table
-  abi-reference         regenerate the headers' parts of docs/abi-reference.md and abi-v2-reference.md
+  abi-reference         regenerate the headers' parts of docs/{abi,abi-v2,limiter}-reference.md
 Packaging
   install               install (PREFIX, DESTDIR, LIBDIR, DOCDIR, INSTALL_VENDOR=universal|stub|nvidia|ascend|amd)
   uninstall             remove what install put there

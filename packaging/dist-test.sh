@@ -36,7 +36,8 @@ done
 [ -f "$d/include/accelerator.h" ] && [ -f "$d/include/accelerator/v2/accelerator.h" ] || fail "headers"
 step "lib/{universal,stub,nvidia,ascend,amd}: builds, links, sonames; lib/libaccelerator.so* -> universal/"
 
-for f in README.md CHANGELOG.md docs/abi-reference.md docs/abi-v2-reference.md docs/install.md probe/README.md; do
+for f in README.md CHANGELOG.md docs/abi-reference.md docs/abi-v2-reference.md docs/limiter-reference.md \
+         docs/install.md probe/README.md; do
   cmp -s "$f" "$d/$f" || fail "$f is not shipped"
 done
 shipped=$(cd "$d" && find . -name '*.md' | sort)

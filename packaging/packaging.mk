@@ -30,7 +30,7 @@ INSTALL_VENDOR ?= universal
 # The documentation shipped with the libraries: README's and the docs'
 # relative links resolve inside it (packaging/dist-test.sh checks).
 DOC_FILES    := README.md CHANGELOG.md probe/README.md \
-                $(or $(shell git ls-files docs 2>/dev/null),$(shell find docs -type f))
+                $(or $(shell git ls-files --cached --others --exclude-standard docs 2>/dev/null),$(shell find docs -type f))
 # Build-tree libraries carry the soname libaccelerator_<vendor>.so (the
 # file's own name, so -l and by-path links load that vendor); installed
 # copies get the versioned soname.

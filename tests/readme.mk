@@ -6,9 +6,9 @@ test-readme: $(BUILD)/libaccelerator.so
 
 TEST_RUN_EXTRA += test-readme
 
-# The ABI references (docs/abi-reference.md, docs/abi-v2-reference.md):
-# their generated parts match the headers, and every exported function has
-# a section (tests/abi_reference.py).
+# The ABI references (docs/abi-reference.md, docs/abi-v2-reference.md,
+# docs/limiter-reference.md): their generated parts match the headers, and
+# every exported function has a section (tests/abi_reference.py).
 .PHONY: abi-reference test-abi-reference
 abi-reference:
 	python3 tests/abi_reference.py write
