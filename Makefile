@@ -10,7 +10,7 @@ VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kin
 # Every test run gets a private state directory.
 TEST_STATE = $(shell mktemp -d /tmp/accelerator-test.XXXXXX)
 
-VENDORS  := stub ascend nvidia amd
+VENDORS  := stub ascend nvidia amd universal
 
 # Copy build outputs in by rename, never over the old file in place: a
 # process that mapped the old one (a host that loaded
@@ -51,7 +51,7 @@ check-headers: headers
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --target-dir target/stub -- -D warnings
-	$(CARGO) clippy --workspace --all-targets --no-default-features --features nvidia,ascend,amd \
+	$(CARGO) clippy --workspace --all-targets --no-default-features --features universal \
 	  --target-dir target/all -- -D warnings
 
 cargo-test:
@@ -138,6 +138,7 @@ define HELP
 Build
   all (default)         build/libaccelerator.so (stub vendor) and build/libcuda_limiter.so
   stub, nvidia, ascend, amd  build/libaccelerator_<vendor>.so, one Cargo feature each
+  universal             build/libaccelerator_universal.so: nvidia, ascend and amd, chosen by the PCI bus
   limiter               build/liblimiter.so (and include/limiter.h)
   hook                  build/libcuda_limiter.so, the CUDA preload hook
   headers               regenerate the cbindgen headers in include/
@@ -160,12 +161,13 @@ Test (all part of `make test` unless marked)
   test-amd-probe        the probe on the AMD fake: XGMI topology, partition templates
   test-amd-valgrind     the AMD suite under valgrind
   test-go-amd           the cgo binding against the AMD build
-  test-pci              PCI discovery on fake sysfs trees: selection, errors, probe --pci, --json schema
+  test-pci              PCI discovery on fake sysfs trees: selection, errors, probe --pci, --json schema,
+                        the universal build's choice on each
   test-fork-vendors     500 forks while threads call every vendor function (stub, NVIDIA, Ascend, AMD)
   test-host-trust       forged and fuzzed worker books, truncated limits.shm, host reports (ASan)
   host-calls-test       system calls per host call at 100 workers (strace); what the host view sees at once
   test-nvidia-valgrind, test-ascend-valgrind  the same under valgrind
-  test-link             each vendor build linked by -l and by path from a copy of build/
+  test-link             each vendor build (universal too) linked by -l and by path from a copy of build/
   test-v2-layout        every size and offset of the v2 ABI
   test-v2               the v2 Accel* suite for stub, NVIDIA and Ascend builds
   test-v2-own-worker    v2 limits without ACCELERATOR_WORKER_ID bind the calling process
@@ -186,20 +188,24 @@ Test (all part of `make test` unless marked)
   hook-table-test       docs/hook.md's entry-point table matches what the hook resolves
   sampler-fork-test     the host compute sampler across fork() from a threaded host
   install-test          install into a temporary DESTDIR, build C and Go against it via pkg-config
+  dist-test             make dist, unpacked: builds, links, sonames, docs and their links, a pkg-config build
   test-gpu-kit          the GPU kit against the fake NVML and CUDA libraries
   test-readme           README's runnable commands, the docs' links, this list
+  test-abi-reference    docs/{abi,abi-v2,limiter}-reference.md match the headers, document every export
   replace-test          build outputs are replaced by rename, never overwritten in place
 Benchmarks (not part of `make test`)
-  bench                 the limiter's hot path, the NVIDIA vendor and the CUDA hook
+  bench                 the limiter's hot path, the NVIDIA vendor, the CUDA hook, the universal build
+  bench-universal       the universal build's size and load time beside each single-vendor build's
   bench-nvidia          the NVIDIA vendor against its fakes
   hook-bench            the CUDA hook's added cost per allocation, lookup, launch and memory view
   bench-scale           host calls, sampler, state, hook view at 1-500 workers x 1-500 processes; churn
 Maintenance
   hook-table            regenerate docs/hook.md's entry-point table
+  abi-reference         regenerate the headers' parts of docs/{abi,abi-v2,limiter}-reference.md
 Packaging
-  install               install (PREFIX, DESTDIR, LIBDIR, INSTALL_VENDOR=stub|nvidia|ascend|amd)
+  install               install (PREFIX, DESTDIR, LIBDIR, DOCDIR, INSTALL_VENDOR=universal|stub|nvidia|ascend|amd)
   uninstall             remove what install put there
-  dist                  build/accelerator-<version>.tar.gz, a relocatable tree of every vendor build
+  dist                  build/accelerator-<version>.tar.gz: every build (universal the default), docs, CHANGELOG
 endef
 help:
 	$(info $(HELP))@:

@@ -7,7 +7,8 @@
 //! Both are committed; `make check-headers` (part of `make test`) fails when
 //! a generated copy differs from the committed one.
 //!
-//! Soname: `libaccelerator_<vendor>.so`, the name of the file the Makefile
+//! Soname: `libaccelerator_<vendor>.so` (`libaccelerator_universal.so` for
+//! the build with every real vendor), the name of the file the Makefile
 //! copies to build/, so a program linked against a build-tree library by
 //! `-l` or by path loads that same vendor build. `make install` / `make
 //! dist` set the versioned soname `libaccelerator.so.1` on the installed
@@ -25,15 +26,16 @@ fn main() {
     println!("cargo:rerun-if-changed=common/src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-changed=cbindgen-v2.toml");
-    let features: Vec<&str> = VENDORS
-        .iter()
-        .copied()
-        .filter(|v| std::env::var_os(format!("CARGO_FEATURE_{}", v.to_uppercase())).is_some())
-        .collect();
-    println!(
-        "cargo:rustc-cdylib-link-arg=-Wl,-soname,libaccelerator_{}.so",
-        features.join("_")
-    );
+    let feature =
+        |v: &str| std::env::var_os(format!("CARGO_FEATURE_{}", v.to_uppercase())).is_some();
+    // The universal build names itself, not the vendors it turns on.
+    let name = if feature("universal") {
+        "universal".to_string()
+    } else {
+        let vendors: Vec<&str> = VENDORS.iter().copied().filter(|v| feature(v)).collect();
+        vendors.join("_")
+    };
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libaccelerator_{name}.so");
 
     let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
     cbindgen::Builder::new()

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs into a temporary prefix (with DESTDIR) and builds against the
-# installed copy through pkg-config alone: a C program (both headers when
-# liblimiter is installed too) and the Go package. Run by `make install-test`
-# (part of `make test-run`), from the repository root.
+# installed copy through pkg-config alone. The default install (the universal
+# build, its documentation): a C program that sees the fake NVIDIA driver
+# (NVIDIA_FAKES) through it and is refused the stub. A stub install
+# (INSTALL_VENDOR=stub): a C program (both headers when liblimiter is
+# installed too) and the Go package, whose tests use the stub's devices.
+# Run by `make install-test` (part of `make test-run`), from the repository root.
 set -euo pipefail
 MAKE=${MAKE:-make}
 CC=${CC:-cc}
@@ -17,8 +20,54 @@ so=${version%%.*}
 fail() { echo "install-test: FAIL: $*" >&2; exit 1; }
 step() { echo "install-test: $*"; }
 
-step "make install PREFIX=$prefix DESTDIR=$dest"
-$MAKE -s --no-print-directory install PREFIX="$prefix" DESTDIR="$dest" >/dev/null
+# --- the default install: the universal build and the documentation.
+udest=$root/dest-universal
+ulib=$udest$prefix/lib
+step "make install PREFIX=$prefix DESTDIR=$udest (the default: INSTALL_VENDOR=universal)"
+$MAKE -s --no-print-directory install PREFIX="$prefix" DESTDIR="$udest" >/dev/null
+soname=$(objdump -p "$ulib/libaccelerator.so.$version" | awk '$1 == "SONAME" { print $2 }')
+[ "$soname" = "libaccelerator.so.$so" ] || fail "the universal install's soname is '$soname'"
+[ "$(readlink "$ulib/libaccelerator.so.$so")" = "libaccelerator.so.$version" ] ||
+  fail "libaccelerator.so.$so does not point to libaccelerator.so.$version"
+doc=$udest$prefix/share/doc/accelerator
+for f in README.md CHANGELOG.md docs/abi-reference.md docs/abi-v2-reference.md docs/install.md; do
+  cmp -s "$f" "$doc/$f" || fail "$f is not installed as $doc/$f"
+done
+cat > "$root/universal.c" <<'C'
+#include <accelerator.h>
+#include <stdio.h>
+int main(void) {
+    size_t n = 0;
+    char why[1024];
+    Result rc = GetDeviceCount(&n);
+    /* The reason lives until this thread's next call: copied first. */
+    snprintf(why, sizeof why, "%s", acceleratorGetLastError());
+    printf("vendor '%s' rc %d devices %zu: %s\n", acceleratorVendorName(), (int)rc, n, why);
+    return 0;
+}
+C
+(cd "$root" && PKG_CONFIG_PATH=$ulib/pkgconfig PKG_CONFIG_LIBDIR=$ulib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$udest \
+   $CC -std=c11 -Wall -Wextra -Werror -o universal universal.c \
+   $(PKG_CONFIG_PATH=$ulib/pkgconfig PKG_CONFIG_LIBDIR=$ulib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$udest \
+     pkg-config --cflags --libs accelerator))
+# No accelerator on the (empty) PCI bus: the first driver that loads wins.
+empty=$root/sys && mkdir -p "$empty"
+out=$(env -u ACCELERATOR_VENDOR LD_LIBRARY_PATH="$ulib" ACCELERATOR_STATE_DIR=$root/state-u \
+      ACCELERATOR_SYSFS_ROOT="$empty" ACCELERATOR_LOG=error \
+      ACCELERATOR_NVML_PATH="$NVIDIA_FAKES/libnvidia-ml.so.1" ACCELERATOR_CUDA_PATH="$NVIDIA_FAKES/libcuda.so.1" \
+      ACCELERATOR_DCMI_PATH=/nonexistent/libdcmi.so ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so \
+      "$root/universal")
+[ "$out" = "vendor 'nvidia' rc 0 devices 2: " ] || fail "universal install on the NVIDIA fake: $out"
+step "universal install, NVIDIA fake driver: $out"
+out=$(LD_LIBRARY_PATH="$ulib" ACCELERATOR_STATE_DIR=$root/state-u ACCELERATOR_VENDOR=stub ACCELERATOR_LOG=error \
+      "$root/universal")
+grep -q "^vendor '' rc 1 devices 0: .*ACCELERATOR_VENDOR=\"stub\" is not compiled into this library (available: nvidia, ascend, amd)" <<<"$out" ||
+  fail "universal install asked for the stub: $out"
+step "universal install, ACCELERATOR_VENDOR=stub: refused (no simulator in a node's library)"
+
+# --- a stub install: the consumers below (the Go package's tests use its devices).
+step "make install PREFIX=$prefix DESTDIR=$dest INSTALL_VENDOR=stub"
+$MAKE -s --no-print-directory install PREFIX="$prefix" DESTDIR="$dest" INSTALL_VENDOR=stub >/dev/null
 
 libs=(accelerator)
 [ -e "$lib/liblimiter.so.$version" ] && libs+=(limiter)

@@ -24,10 +24,20 @@ valgrind-probe: $(BUILD)/libaccelerator.so $(BUILD)/probe $(PCI_TREES)/.stamp
 
 VALGRIND_EXTRA += valgrind-probe
 
-# The PCI tests (probe/test_pci.sh): every tree, every vendor build.
+# The PCI tests (probe/test_pci.sh): every tree, every vendor build, and
+# the universal build choosing the vendor each tree shows.
 .PHONY: test-pci
-test-pci: $(PCI_TREES)/.stamp $(BUILD)/probe $(BUILD)/libaccelerator.so \
+test-pci: $(PCI_TREES)/.stamp $(BUILD)/probe $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator_universal.so \
           $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
 	probe/test_pci.sh $(BUILD)/probe $(PCI_TREES) $(BUILD)
 
 TEST_RUN_EXTRA += test-pci
+
+# The universal build's size and load time (dlopen + AccelInit) beside each
+# single-vendor build's, on the trees with the fake drivers (docs/pci.md).
+.PHONY: bench-universal
+bench-universal: $(PCI_TREES)/.stamp $(BUILD)/c-tests/bench_load $(BUILD)/libaccelerator_stub.so \
+                 $(BUILD)/libaccelerator_universal.so $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
+	probe/bench_universal.sh $(BUILD)/c-tests/bench_load $(PCI_TREES) $(BUILD)
+
+bench: bench-universal

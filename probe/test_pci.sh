@@ -17,6 +17,10 @@ builds=(
   "ascend $B/libaccelerator_ascend.so ACCELERATOR_DCMI_PATH=$B/fakes/ascend/libdcmi.so"
   "amd    $B/libaccelerator_amd.so ACCELERATOR_AMDSMI_PATH=$B/fakes/amd/libamd_smi.so ACCELERATOR_AMD_SYSFS=$B/fakes/amd/sys"
 )
+# The universal build (every real vendor) with every fake driver present:
+# only the PCI bus tells it which node it is on.
+all_fakes=$(for b in "${builds[@]:1}"; do set -- $b; shift 2; echo "$@"; done | tr '\n' ' ')
+builds+=("universal $B/libaccelerator_universal.so $all_fakes")
 # The library (field 2) and environment (the rest) of vendor $want.
 lib_of() { local b; for b in "${builds[@]}"; do set -- $b; if [ "$1" = "$want" ]; then echo "$2"; return; fi; done; }
 env_of() { local b; for b in "${builds[@]}"; do set -- $b; if [ "$1" = "$want" ]; then shift 2; echo "$@"; return; fi; done; }
@@ -182,5 +186,43 @@ has ascend910 "PCI shows 2 Huawei devices at 0000:3b:00.0, 0000:86:00.0, bound t
 lacks ascend910 "driver is not in use"
 run ascend910 nvidia nodriver --pci
 has ascend910 "Fix: load libaccelerator_ascend.so"
+
+# --- the universal build: every fake driver present, each node gets the
+# vendor its PCI bus shows; a node with none and no driver gets 0 devices and
+# the reason; ACCELERATOR_VENDOR still overrides.
+run nvidia-fake universal fake --pci
+has universal/nvidia-fake "status: nvidia: 2 devices"
+has universal/nvidia-fake "== Mismatches =="$'\n'"(none)"
+run hgx-h100 universal fake --pci
+has universal/hgx-h100 "status: nvidia: 2 devices"
+run mi300x universal fake --pci
+has universal/mi300x "status: amd: 8 devices"
+run ascend910 universal fake --pci
+has universal/ascend910 "status: ascend: 2 devices"
+has universal/ascend910 "== Mismatches =="$'\n'"(none)"
+run laptop universal nodriver --pci
+has universal/laptop "status: nvidia: not supported: NVML (/nonexistent/libnvidia-ml.so.1) not usable"
+has universal/laptop "; PCI shows no accelerators"
+has universal/laptop "(nvidia lists no devices)"
+run mi300x universal nodriver --pci
+has universal/mi300x-nodriver "status: amd: "
+has universal/mi300x-nodriver "PCI shows $mi"
+has universal/mi300x-nodriver "(amd lists no devices)"
+run ascend910 universal nodriver --pci
+has universal/ascend910-nodriver "status: ascend: "
+has universal/ascend910-nodriver "(ascend lists no devices)"
+ACCELERATOR_VENDOR=ascend run mi300x universal fake --pci
+has universal/override "status: ascend: 2 devices"
+ACCELERATOR_VENDOR=amd run nvidia-fake universal fake --pci
+has universal/override "status: amd: 8 devices"
+# The stub is not in the universal build: naming it is an error, never
+# simulated devices on a node.
+if env ACCELERATOR_SYSFS_ROOT="$trees/laptop" ACCELERATOR_STATE_DIR="$state/s" ACCELERATOR_VENDOR=stub \
+     "$probe" "$B/libaccelerator_universal.so" > "$state/out" 2> "$state/err"; then
+  fail "universal: ACCELERATOR_VENDOR=stub was accepted: $(cat "$state/out")"
+fi
+grep -qF 'ACCELERATOR_VENDOR="stub" is not compiled into this library (available: nvidia, ascend, amd)' "$state/err" ||
+  fail "universal: ACCELERATOR_VENDOR=stub: $(cat "$state/err")"
+echo "test_pci: the universal build chose nvidia, amd and ascend on their nodes, none on the laptop"
 
 echo "test_pci: OK"

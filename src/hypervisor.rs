@@ -19,7 +19,7 @@ pub fn device_uuid(given: &str) -> Res<String> {
         .ok_or_else(|| Error::NotFound(format!("device {given:?}")))
 }
 
-/// `DeviceProperties` as key/value text; keys in docs/properties.md. A
+/// `DeviceProperties` as key/value text; keys in docs/hypervisor.md. A
 /// figure the driver did not give (0 or empty) is left out.
 pub fn properties(d: &DeviceInfo) -> Vec<(String, String)> {
     let p = &d.props;

@@ -31,7 +31,7 @@ pub struct DeviceInfo {
     pub device_node: String,
     pub props: DeviceProps,
     /// Vendor facts beyond `props`, as v2 property keys and values
-    /// (documented in docs/properties.md).
+    /// (documented in docs/hypervisor.md).
     pub extra_props: Vec<(String, String)>,
     pub caps: Capabilities,
 }

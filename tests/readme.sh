@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README.md cannot rot: run every command block it marks as runnable, check
 # that every relative link in README.md, CHANGELOG.md and docs/ names a file
-# (and heading) that exists, and that `make help` lists every .PHONY target.
+# (and heading) of the repository, and that `make help` lists every .PHONY
+# target.
 #
 #   tests/readme.sh [README]
 #
@@ -56,9 +57,28 @@ for b in "${blocks[@]}"; do
   fi
 done
 
-# ---- relative links (and their #anchors) in README.md, CHANGELOG.md and docs/
+# ---- relative links (and their #anchors) in README.md, CHANGELOG.md and docs/:
+# each must name a file of the repository (tracked, or new and not ignored:
+# never a build output, never a path outside the checkout). README and docs/
+# must not name a Markdown file in `code` that the repository lacks either
+# (a contract kept elsewhere, `ABI.md`): link the page that has it.
+# CHANGELOG.md is history: its old names stay.
 python3 - "$readme" CHANGELOG.md $(git ls-files 'docs/*.md' 'docs/**/*.md' | sort -u) > "$work/links" <<'PY'
-import os, re, sys
+import os, re, subprocess, sys
+
+files = set(subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.split("\n")) - {""}
+dirs = set()
+for f in files:
+    d = os.path.dirname(f)
+    while d and d not in dirs:
+        dirs.add(d)
+        d = os.path.dirname(d)
+
+def in_repo(path):
+    """Whether `path` (normalised, relative to the root) is a file or
+    directory of the repository."""
+    return not path.startswith("..") and not os.path.isabs(path) and (path in files or path in dirs)
 
 def slugs(path):
     """GitHub's heading anchors: lower case, punctuation dropped, spaces to -."""
@@ -83,13 +103,28 @@ for md in sys.argv[1:]:
         full = os.path.normpath(os.path.join(os.path.dirname(md), path)) if path else md
         if not os.path.exists(full):
             print(f"{md}: link to {target}: no such file")
+        elif not in_repo(full):
+            print(f"{md}: link to {target}: not a file of the repository")
         elif anchor and full.endswith(".md") and anchor not in slugs(full):
             print(f"{md}: link to {target}: no heading #{anchor} in {full}")
+    if md == "CHANGELOG.md":
+        continue
+    # `name.md` in code outside a link's text: a page of the repository,
+    # relative to this page or to the root; a path under a directory the repository does not have
+    # (what a tool writes, e.g. the GPU kit's out/report.md) is not a page.
+    for name in sorted(set(re.findall(r"`([\w./-]+\.md)`", re.sub(r"\[[^\]]*\]\([^)]*\)", "", text)))):
+        here = os.path.normpath(os.path.join(os.path.dirname(md), name))
+        if in_repo(here) or in_repo(os.path.normpath(name)):
+            continue
+        top = os.path.normpath(name).split("/")[0]
+        if "/" in name and not name.startswith(("/", "..")) and not in_repo(top):
+            continue
+        print(f"{md}: `{name}` is not a page of the repository (link the page that has it)")
 PY
 if [ -s "$work/links" ]; then
   fail "dangling links:"; sed 's/^/    /' "$work/links"
 else
-  echo "ok   every relative link in $readme, CHANGELOG.md and docs/ names an existing file and heading"
+  echo "ok   every relative link in $readme, CHANGELOG.md and docs/ names a file (and heading) of the repository; no page names a missing one in code"
 fi
 
 # ---- make help lists every .PHONY target

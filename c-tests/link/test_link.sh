@@ -8,6 +8,8 @@
 #   -L dir -laccelerator_<vendor> -Wl,-rpath,dir     -> that vendor
 #   dir/libaccelerator_<vendor>.so -Wl,-rpath,dir    -> that vendor
 #   -L dir -laccelerator -Wl,-rpath,dir              -> the default (stub)
+#   the universal build, by -l and by path           -> nvidia (its fake
+#     driver loads first on an empty PCI bus)
 #   -L dir -llimiter -Wl,-rpath,dir                  -> liblimiter starts
 set -euo pipefail
 build=$1 nvidia_fakes=$2 ascend_fakes=$3
@@ -18,8 +20,10 @@ trap 'rm -rf "$tmp"' EXIT
 lib=$tmp/build
 mkdir -p "$lib"
 cp "$build"/libaccelerator_stub.so "$build"/libaccelerator_nvidia.so \
-   "$build"/libaccelerator_ascend.so "$build"/libaccelerator_amd.so "$build"/libaccelerator.so "$lib"/
-export ACCELERATOR_STATE_DIR=$tmp/state ACCELERATOR_LOG=error
+   "$build"/libaccelerator_ascend.so "$build"/libaccelerator_amd.so "$build"/libaccelerator.so \
+   "$build"/libaccelerator_universal.so "$lib"/
+mkdir -p "$tmp/sys"
+export ACCELERATOR_STATE_DIR=$tmp/state ACCELERATOR_LOG=error ACCELERATOR_SYSFS_ROOT=$tmp/sys
 export ACCELERATOR_NVML_PATH=$nvidia_fakes/libnvidia-ml.so.1
 export ACCELERATOR_CUDA_PATH=$nvidia_fakes/libcuda.so.1
 export ACCELERATOR_DCMI_PATH=$ascend_fakes/libdcmi.so FAKE_DCMI_STATE=$tmp/state
@@ -42,6 +46,8 @@ for v in stub nvidia ascend amd; do
   run "$v-by-path" "$v" "$lib/libaccelerator_$v.so"
 done
 run default-by-l stub -L"$lib" -laccelerator
+run universal-by-l nvidia -L"$lib" -laccelerator_universal
+run universal-by-path nvidia "$lib/libaccelerator_universal.so"
 
 # liblimiter, linked by -l from the build tree: its soname (liblimiter.so.1)
 # must be there too (the build rule makes the link).

@@ -43,11 +43,12 @@ V2_TEST_DEPS := $(V2_BIN)/test_v2 $(BUILD)/libaccelerator_stub.so \
   $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
 
 .PHONY: test-link test-v2-layout test-v2 test-v2-valgrind
-test-link: $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator_stub.so $(LIMITER_SO) \
+test-link: $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator_stub.so $(BUILD)/libaccelerator_universal.so $(LIMITER_SO) \
            $(BUILD)/libaccelerator_nvidia.so $(BUILD)/libaccelerator_ascend.so \
            $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1 $(ASCEND_FAKES)/libdcmi.so \
            $(AMD_TEST_DEPS)
 	CC="$(CC)" $(AMD_FAKE_ENV) c-tests/link/test_link.sh $(BUILD) $(NVIDIA_FAKES) $(ASCEND_FAKES)
+	c-tests/check_exports.sh $(BUILD)/libaccelerator_universal.so c-tests/accelerator.exports
 
 test-v2-layout: $(V2_BIN)/layout
 	$(V2_BIN)/layout

@@ -94,7 +94,7 @@ typedef struct DevicePropertyKV {
 } DevicePropertyKV;
 
 /*
- Key/value properties; the keys are documented in docs/properties.md.
+ Key/value properties; the keys are documented in docs/hypervisor.md.
  */
 typedef struct DeviceProperties {
   struct DevicePropertyKV properties[MAX_DEVICE_PROPERTIES];
@@ -201,7 +201,7 @@ typedef struct DeviceMetrics {
   uint32_t utilizationPercent;
   uint64_t memoryUsedBytes;
   /*
-   Keys documented in docs/properties.md.
+   Keys documented in docs/hypervisor.md.
    */
   struct ExtraMetric extraMetrics[MAX_EXTRA_METRICS];
   size_t extraMetricsCount;

@@ -78,7 +78,7 @@ pub struct DevicePropertyKV {
     pub value: [c_char; MAX_ENV_VALUE_LENGTH],
 }
 
-/// Key/value properties; the keys are documented in docs/properties.md.
+/// Key/value properties; the keys are documented in docs/hypervisor.md.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceProperties {
@@ -191,7 +191,7 @@ pub struct DeviceMetrics {
     /// The device's compute utilization.
     pub utilizationPercent: u32,
     pub memoryUsedBytes: u64,
-    /// Keys documented in docs/properties.md.
+    /// Keys documented in docs/hypervisor.md.
     pub extraMetrics: [ExtraMetric; MAX_EXTRA_METRICS],
     pub extraMetricsCount: usize,
 }
