@@ -12,7 +12,8 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, TryLockError};
 
 /// Lines said per window at most, the count of those left out included.
 const LINES_PER_WINDOW: u32 = 20;
@@ -35,6 +36,9 @@ struct Said {
 
 static SAID: Mutex<Option<Said>> = Mutex::new(None);
 
+/// Lines left out while [`SAID`] was busy.
+static UNSAID: AtomicU64 = AtomicU64::new(0);
+
 /// Say `accelerator: {what} {subject} {why}` on stderr, unless said before
 /// for this subject and reason, or past this window's lines.
 #[cold]
@@ -42,15 +46,23 @@ pub(super) fn say(what: &str, subject: &Path, why: &str) {
     let path = subject.as_os_str().as_encoded_bytes().iter();
     let reason = why.bytes().filter(|b| !b.is_ascii_digit());
     let key = fnv(path.copied().chain([0]).chain(reason));
-    let mut g = SAID
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Never waits: a thread saying a line meanwhile (or one that held the
+    // lock when this process was forked) costs this line, counted.
+    let mut g = match SAID.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => {
+            UNSAID.fetch_add(1, Relaxed);
+            return;
+        }
+    };
     let s = g.get_or_insert_with(|| Said {
         keys: HashSet::new(),
         window_ns: 0,
         in_window: 0,
         left_out: 0,
     });
+    s.left_out += UNSAID.swap(0, Relaxed);
     if s.keys.contains(&key) {
         return;
     }
