@@ -63,10 +63,7 @@ static int listed(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
-    return 2;
-  }
+  limiter_test_state(argc, argv);
   struct rlimit nofile;
   getrlimit(RLIMIT_NOFILE, &nofile);
   if (nofile.rlim_max < SOFT) {

@@ -24,15 +24,7 @@
 #define LINES_PER_MINUTE 21 /* 20 lines, and the count of those left out */
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
-    return 2;
-  }
-  const char *dir = getenv("ACCELERATOR_STATE_DIR");
-  if (!dir) {
-    fprintf(stderr, "set ACCELERATOR_STATE_DIR\n");
-    return 2;
-  }
+  const char *dir = limiter_test_state(argc, argv);
   limiter_load(argv[1], argv[2]);
   static char books[WORKERS][PATH_MAX];
   for (int w = 0; w < WORKERS; w++) {

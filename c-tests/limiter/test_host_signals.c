@@ -59,20 +59,6 @@ static int send_sigbus(const char *how) {
   return sigqueue(getpid(), SIGBUS, v);
 }
 
-/* Whether the report lists `pid`; -1: the report failed. */
-static int reported(pid_t pid) {
-  static MemoryUtilization mu[256];
-  size_t n = 0;
-  char text[32];
-  snprintf(text, sizeof text, "%d", (int)pid);
-  if (L.procMem(mu, 256, &n) != RESULT_SUCCESS)
-    return -1;
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(mu[i].processId, text) == 0)
-      return 1;
-  return 0;
-}
-
 /* Worker "sig-w"'s books flap (cut and grown back as fast as a process
  * can) under `reports` host reports, each listing worker "sig-b"'s process
  * `client`, then the limits file is cut under a limit call. Returns the
@@ -95,7 +81,7 @@ static int truncations(const char *state, pid_t client, int reports) {
   }
   int served = 0;
   for (int i = 0; i < reports; i++)
-    served += reported(client) == 1;
+    served += limiter_reported(client) == 1;
   kill(flapper, SIGKILL);
   waitpid(flapper, NULL, 0);
   if (served != reports) {
@@ -140,7 +126,7 @@ static int host(const char *mode, const char *send) {
   if (L.setMem("sig-w", DEV0, 1 << 30) != RESULT_SUCCESS)
     return 101;
   pid_t flapped = worker_process(L.mem, "sig-w", DEV0), client = worker_process(L.mem, "sig-b", DEV0);
-  if (flapped < 0 || client < 0 || reported(flapped) != 1 || reported(client) != 1)
+  if (flapped < 0 || client < 0 || limiter_reported(flapped) != 1 || limiter_reported(client) != 1)
     return 102;
   int bad = 0, sent = 0;
   const char *ways[] = {"kill", "tgkill", "sigqueue"};
@@ -184,15 +170,7 @@ static int run_host(const char *mode, const char *send) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
-    return 2;
-  }
-  const char *dir = getenv("ACCELERATOR_STATE_DIR");
-  if (!dir) {
-    fprintf(stderr, "set ACCELERATOR_STATE_DIR\n");
-    return 2;
-  }
+  const char *dir = limiter_test_state(argc, argv);
   snprintf(base_dir, sizeof base_dir, "%s/signals", dir);
   if (mkdir(base_dir, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "mkdir %s: %s\n", base_dir, strerror(errno));
