@@ -98,19 +98,23 @@ static inline const char *limiter_test_state(int argc, char **argv) {
   return dir;
 }
 
-/* Whether the host's v1 memory report lists process `pid`; -1 when the
- * report fails. */
-static inline int limiter_reported(pid_t pid) {
+/* The host's v1 memory report's entries for process `pid`: how many (-1
+ * when the report fails), and the bytes of the last in *bytes (if given). */
+static inline int limiter_listed(pid_t pid, unsigned long long *bytes) {
   static MemoryUtilization mu[4096];
   size_t n = 0;
   char text[32];
   snprintf(text, sizeof text, "%d", (int)pid);
   if (L.procMem(mu, 4096, &n) != RESULT_SUCCESS)
     return -1;
+  int found = 0;
   for (size_t i = 0; i < n; i++)
-    if (strcmp(mu[i].processId, text) == 0)
-      return 1;
-  return 0;
+    if (strcmp(mu[i].processId, text) == 0) {
+      found++;
+      if (bytes)
+        *bytes = mu[i].usedBytes;
+    }
+  return found;
 }
 
 static void limiter_unload(void) {

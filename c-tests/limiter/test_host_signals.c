@@ -81,7 +81,7 @@ static int truncations(const char *state, pid_t client, int reports) {
   }
   int served = 0;
   for (int i = 0; i < reports; i++)
-    served += limiter_reported(client) == 1;
+    served += limiter_listed(client, NULL) == 1;
   kill(flapper, SIGKILL);
   waitpid(flapper, NULL, 0);
   if (served != reports) {
@@ -126,7 +126,7 @@ static int host(const char *mode, const char *send) {
   if (L.setMem("sig-w", DEV0, 1 << 30) != RESULT_SUCCESS)
     return 101;
   pid_t flapped = worker_process(L.mem, "sig-w", DEV0), client = worker_process(L.mem, "sig-b", DEV0);
-  if (flapped < 0 || client < 0 || limiter_reported(flapped) != 1 || limiter_reported(client) != 1)
+  if (flapped < 0 || client < 0 || limiter_listed(flapped, NULL) != 1 || limiter_listed(client, NULL) != 1)
     return 102;
   int bad = 0, sent = 0;
   const char *ways[] = {"kill", "tgkill", "sigqueue"};

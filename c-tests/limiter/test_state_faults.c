@@ -550,7 +550,7 @@ static void test_truncated(void) {
   int stop_a = -1, stop_b = -1;
   pid_t client_a = running_client(&stop_a, NULL);
   pid_t client_b = running_client(&stop_b, "faults-b");
-  int ra = limiter_reported(client_a), rb = limiter_reported(client_b);
+  int ra = limiter_listed(client_a, NULL), rb = limiter_listed(client_b, NULL);
   CHECK(ra == 1 && rb == 1, "both workers' clients are reported (%d, %d: %s)", ra, rb, aerr());
   struct stat sb;
   CHECK(stat(shm, &sb) == 0, "stat the file: %s", strerror(errno));
@@ -568,7 +568,7 @@ static void test_truncated(void) {
   }
   int served = 0, with_b = 0;
   for (int i = 0; i < reports; i++) {
-    int r = limiter_reported(client_b);
+    int r = limiter_listed(client_b, NULL);
     served += r >= 0;
     with_b += r == 1;
   }
@@ -577,7 +577,7 @@ static void test_truncated(void) {
     waitpid(flapper, NULL, 0);
   }
   CHECK(truncate(shm, 4096) == 0, "truncate the file: %s", strerror(errno));
-  int b_after = limiter_reported(client_b), a_after = limiter_reported(client_a);
+  int b_after = limiter_listed(client_b, NULL), a_after = limiter_listed(client_a, NULL);
   fflush(stderr);
   dup2(saved_err, 2);
   close(saved_err);
