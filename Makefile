@@ -176,7 +176,7 @@ Test (all part of `make test` unless marked)
   test-go               the Go binding (cgo): go vet and go test -race
   test-probe            the probe's text, --json and --watch output
   valgrind-probe        the probe under valgrind
-  limiter-test          liblimiter: exports, limits, SIGKILLs, pid namespaces, state faults, lifetime
+  limiter-test          liblimiter: exports, limits, SIGKILLs, pid namespaces, state faults, host pressure, lifetime
   lifetime-test         LimiterRemoveWorker, reclamation, books sizes, churn of 100,000 workers
   limiter-valgrind      the limiter suites under valgrind
   hook-test             the CUDA hook: three apps on the fake driver, directly and in pid namespaces

@@ -6,7 +6,8 @@
 # Its C tests join `make test` through TEST_RUN_EXTRA and VALGRIND_EXTRA.
 
 LIMITER_SO    := $(BUILD)/liblimiter.so
-LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults test_lifetime
+LIMITER_TESTS := test_limiter test_limiter_kill test_limiter_ns test_state_faults test_lifetime \
+                 test_host_signals test_host_descriptors test_host_log
 LIMITER_BIN   := $(BUILD)/c-tests/limiter
 
 .PHONY: limiter bench limiter-test limiter-valgrind lifetime-test bench-scale
@@ -35,6 +36,9 @@ limiter-test: $(LIMITER_SO) $(BUILD)/libaccelerator.so $(addprefix $(LIMITER_BIN
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_kill $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_limiter_ns $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_state_faults $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_host_signals $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_host_descriptors $(LIMITER_SO) $(BUILD)/libaccelerator.so
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(LIMITER_BIN)/test_host_log $(LIMITER_SO) $(BUILD)/libaccelerator.so
 	$(MAKE) --no-print-directory lifetime-test
 
 # Worker lifetime, the full limits table (3,000 workers through it, 1,024

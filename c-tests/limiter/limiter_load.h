@@ -12,6 +12,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
 
 typedef struct {
   void *lim, *acc;
@@ -78,6 +80,41 @@ static void limiter_load(const char *limiter, const char *accelerator) {
     LOAD(L.acc, removePartition, "RemovePartition");
     LOAD(L.acc, procCompute, "GetProcessComputeUtilization");
   }
+}
+
+/* The state directory of a test run as `test liblimiter.so
+ * libaccelerator.so` with ACCELERATOR_STATE_DIR set; exits 2 saying how
+ * to run it otherwise. */
+static inline const char *limiter_test_state(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
+    exit(2);
+  }
+  const char *dir = getenv("ACCELERATOR_STATE_DIR");
+  if (!dir) {
+    fprintf(stderr, "set ACCELERATOR_STATE_DIR\n");
+    exit(2);
+  }
+  return dir;
+}
+
+/* The host's v1 memory report's entries for process `pid`: how many (-1
+ * when the report fails), and the bytes of the last in *bytes (if given). */
+static inline int limiter_listed(pid_t pid, unsigned long long *bytes) {
+  static MemoryUtilization mu[4096];
+  size_t n = 0;
+  char text[32];
+  snprintf(text, sizeof text, "%d", (int)pid);
+  if (L.procMem(mu, 4096, &n) != RESULT_SUCCESS)
+    return -1;
+  int found = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(mu[i].processId, text) == 0) {
+      found++;
+      if (bytes)
+        *bytes = mu[i].usedBytes;
+    }
+  return found;
 }
 
 static void limiter_unload(void) {

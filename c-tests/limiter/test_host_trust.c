@@ -161,24 +161,6 @@ static int forge_slot(const char *path, pid_t pid, uint64_t bytes, pid_t as, uns
   return rc;
 }
 
-/* The host's memory report's entries for `pid`: how many, and the bytes of
- * the last. */
-static int listed(pid_t pid, unsigned long long *bytes) {
-  static MemoryUtilization mu[4096];
-  size_t n = 0;
-  char text[32];
-  snprintf(text, sizeof text, "%d", (int)pid);
-  if (L.procMem(mu, 4096, &n) != RESULT_SUCCESS)
-    return -1;
-  int found = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(mu[i].processId, text) == 0) {
-      found++;
-      *bytes = mu[i].usedBytes;
-    }
-  return found;
-}
-
 static pid_t start_client(const char *self_exe, const char *lib, const char *worker, long long bytes, int *stop) {
   return start_client_as(self_exe, lib, worker, bytes, 0, stop);
 }
@@ -366,23 +348,23 @@ static void test_forged_report(const char *self_exe, const char *lib) {
   if (a <= 0 || b <= 0)
     return;
   unsigned long long bytes = 0;
-  int n = listed(b, &bytes);
+  int n = limiter_listed(b, &bytes);
   CHECK(n == 1 && bytes == 3000000, "B's process is listed once with 3,000,000 B (%d, %llu)", n, bytes);
 
   /* A's slot forged to name B's process with 99,999,999 B. */
   CHECK(forge_slot(books_a, a, 777777, b, start_of_pid(b), 99999999) == 0, "forge A's slot to name B's process");
-  n = listed(b, &bytes);
+  n = limiter_listed(b, &bytes);
   CHECK(n == 1 && bytes == 3000000,
         "A's forged slot neither replaces nor joins B's entry: B's process listed %d time(s), last with %llu B", n,
         bytes);
   /* Then naming the host (this process, no worker in its environment). */
   CHECK(forge_slot(books_a, b, 99999999, getpid(), start_of_pid(getpid()), 99999999) == 0,
         "forge A's slot to name the host");
-  n = listed(getpid(), &bytes);
+  n = limiter_listed(getpid(), &bytes);
   CHECK(n == 0, "a slot naming the host is not reported (%d entries, %llu B)", n, bytes);
   /* Back to A's own process, with 99,999,999 B over its 1 MiB limit. */
   CHECK(forge_slot(books_a, getpid(), 99999999, a, start_of_pid(a), 99999999) == 0, "forge A's own slot's bytes");
-  n = listed(a, &bytes);
+  n = limiter_listed(a, &bytes);
   CHECK(n == 1 && bytes <= 1 << 20, "A's own process is reported within its 1 MiB limit (%d, %llu B)", n, bytes);
   close(stop_a);
   close(stop_b);

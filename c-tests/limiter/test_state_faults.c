@@ -525,20 +525,6 @@ static void test_file_lost(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the running client went on without an error throughout");
 }
 
-/* Whether the host's report lists process `pid`. */
-static int reported(pid_t pid) {
-  static MemoryUtilization mu[4096];
-  size_t n = 0;
-  char text[32];
-  snprintf(text, sizeof text, "%d", (int)pid);
-  if (L.procMem(mu, 4096, &n) != RESULT_SUCCESS)
-    return -1;
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(mu[i].processId, text) == 0)
-      return 1;
-  return 0;
-}
-
 /* Worker A's books truncated under running processes of A and of worker B
  * (last: it leaves A's file cut). A process with the file mapped cannot be
  * kept from a SIGBUS on its hot path, but only A's processes map A's file:
@@ -564,7 +550,7 @@ static void test_truncated(void) {
   int stop_a = -1, stop_b = -1;
   pid_t client_a = running_client(&stop_a, NULL);
   pid_t client_b = running_client(&stop_b, "faults-b");
-  int ra = reported(client_a), rb = reported(client_b);
+  int ra = limiter_listed(client_a, NULL), rb = limiter_listed(client_b, NULL);
   CHECK(ra == 1 && rb == 1, "both workers' clients are reported (%d, %d: %s)", ra, rb, aerr());
   struct stat sb;
   CHECK(stat(shm, &sb) == 0, "stat the file: %s", strerror(errno));
@@ -582,7 +568,7 @@ static void test_truncated(void) {
   }
   int served = 0, with_b = 0;
   for (int i = 0; i < reports; i++) {
-    int r = reported(client_b);
+    int r = limiter_listed(client_b, NULL);
     served += r >= 0;
     with_b += r == 1;
   }
@@ -591,7 +577,7 @@ static void test_truncated(void) {
     waitpid(flapper, NULL, 0);
   }
   CHECK(truncate(shm, 4096) == 0, "truncate the file: %s", strerror(errno));
-  int b_after = reported(client_b), a_after = reported(client_a);
+  int b_after = limiter_listed(client_b, NULL), a_after = limiter_listed(client_a, NULL);
   fflush(stderr);
   dup2(saved_err, 2);
   close(saved_err);
@@ -772,15 +758,7 @@ int main(int argc, char **argv) {
     return first_call(argv[2]);
   if (argc == 3 && strcmp(argv[1], "tenant") == 0)
     return tenant(argv[2]);
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s liblimiter.so libaccelerator.so\n", argv[0]);
-    return 2;
-  }
-  const char *dir = getenv("ACCELERATOR_STATE_DIR");
-  if (!dir) {
-    fprintf(stderr, "set ACCELERATOR_STATE_DIR\n");
-    return 2;
-  }
+  const char *dir = limiter_test_state(argc, argv);
   snprintf(state_dir, sizeof state_dir, "%s", dir);
   snprintf(state_file, sizeof state_file, "%s/stub-state", dir);
   /* This process and its children are clients of worker "faults-w". */

@@ -48,7 +48,7 @@ static pid_t worker_process(__typeof__(&CheckAndRecordMemoryOps) mem, const char
   return pid;
 }
 
-static void end_worker_process(pid_t pid) {
+static inline void end_worker_process(pid_t pid) {
   if (pid > 0) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -62,7 +62,7 @@ static int tree_ram_add(const char *p, const struct stat *st, int flag, struct F
   tree_ram_bytes += (uint64_t)st->st_blocks * 512;
   return 0;
 }
-static uint64_t tree_ram(const char *path) {
+static inline uint64_t tree_ram(const char *path) {
   tree_ram_bytes = 0;
   nftw(path, tree_ram_add, 16, FTW_PHYS);
   return tree_ram_bytes;

@@ -15,7 +15,7 @@ use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// An inotify instance.
 pub(super) struct Notices(OwnedFd);
@@ -156,38 +156,16 @@ impl Exits {
     }
 }
 
-/// Pidfds open in this process (this copy of the code).
-static PIDFDS: AtomicUsize = AtomicUsize::new(0);
 /// The kernel has no `pidfd_open` (asked once).
 static NO_PIDFD: AtomicBool = AtomicBool::new(false);
 
-/// A pidfd (counted: the view keeps at most half the descriptors the
-/// process may open, [`pidfd`]).
+/// A pidfd.
 pub(super) struct PidFd(OwnedFd);
 
-impl Drop for PidFd {
-    fn drop(&mut self) {
-        PIDFDS.fetch_sub(1, Relaxed);
-    }
-}
-
 /// A pidfd for process `pid` (a pid of the caller's namespace). Refused
-/// (`EMFILE`) once the pidfds open reach half the process's soft
-/// `RLIMIT_NOFILE`: the host program's own files come first.
+/// (`EMFILE`) past the process's descriptor budget (`descriptors.rs`):
+/// the host program's own files come first.
 pub(super) fn pidfd(pid: i32) -> std::io::Result<PidFd> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: writes one struct we own.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-        lim.rlim_cur as usize
-    } else {
-        1024
-    };
-    if PIDFDS.load(Relaxed) >= soft / 2 {
-        return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
-    }
     // Valgrind (its preload library in `LD_PRELOAD`) does not know the
     // call and warns at each: ask it nothing.
     static ASKED: AtomicBool = AtomicBool::new(false);
@@ -199,6 +177,9 @@ pub(super) fn pidfd(pid: i32) -> std::io::Result<PidFd> {
     if NO_PIDFD.load(Relaxed) {
         return Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
     }
+    if !super::descriptors::take() {
+        return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+    }
     // SAFETY: no pointers; a descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -208,7 +189,6 @@ pub(super) fn pidfd(pid: i32) -> std::io::Result<PidFd> {
         }
         return Err(e);
     }
-    PIDFDS.fetch_add(1, Relaxed);
     // SAFETY: a fresh close-on-exec descriptor we own (pidfds always are).
     Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
 }

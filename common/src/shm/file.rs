@@ -227,7 +227,7 @@ pub(super) fn validate(kind: &Kind, file: &File, path: &Path) -> Res<()> {
         .len();
     let mut head = [0u8; 24];
     if len < 24 || file.read_exact_at(&mut head, 0).is_err() {
-        return fail(format!("is truncated ({len} bytes)"));
+        return fail("is truncated (shorter than its header)".into());
     }
     let word = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
     if word(0) != kind.magic {
@@ -256,7 +256,9 @@ pub(super) fn validate(kind: &Kind, file: &File, path: &Path) -> Res<()> {
         ));
     }
     if len != kind.size as u64 {
-        return fail(format!("is truncated ({len} of {} bytes)", kind.size));
+        // Not its size now: a tenant cutting its books to ever new sizes
+        // must not make ever new messages.
+        return fail(format!("is truncated (its layout has {} bytes)", kind.size));
     }
     Ok(())
 }

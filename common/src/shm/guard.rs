@@ -11,15 +11,20 @@
 //! (installed once) looks at the faulting address: inside a guarded range
 //! ([`guard`]), it puts fresh zero pages (anonymous, private) over the range
 //! from the faulting page to its end and returns, so the access runs again
-//! on zeros, and marks the range [`cut`]. A fault elsewhere may be in a
-//! range of another copy of this code (liblimiter and libaccelerator each
-//! carry one): the limits ranges whose file is now shorter (`fstat` on the
-//! descriptor kept for them) get their zero pages at once, then the action
-//! this handler replaced is run: a handler (another copy's, a runtime's) is
-//! called as the kernel would have called it, and the default action is
-//! put back so that the fault recurs on return and ends the process as it
-//! would have without us. Either way this handler stays installed for the
-//! next fault in its own ranges.
+//! on zeros, and marks the range [`cut`]. Only the kernel's own report of
+//! such a fault (`BUS_ADRERR`) is looked at: a SIGBUS sent by a process
+//! (`kill`, `tgkill`, `sigqueue`) is never one of ours, whatever it says.
+//! A fault elsewhere may be in a range of another copy of this code
+//! (liblimiter and libaccelerator each carry one): the limits ranges whose
+//! file is now shorter (`fstat` on the descriptor kept for them) get their
+//! zero pages at once. Anything not ours gets exactly what it would have
+//! got without us, from the action this handler replaced: a handler
+//! (another copy's, a runtime's) is called as the kernel would have called
+//! it; an ignored SIGBUS that was sent stays ignored; otherwise (the
+//! default action, or a fault, which the kernel never lets a process
+//! ignore) the process ends by SIGBUS: a fault recurs on return, a sent
+//! signal is raised again. Whatever arrives, this handler stays installed
+//! for the next fault in its own ranges.
 //!
 //! What zero means is documented with each file: for the limits, no limit
 //! and not frozen (a client fails open, and says so once; the host refuses
@@ -140,7 +145,30 @@ fn zero_from(i: usize, from: usize) -> bool {
 
 extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
-    let addr = unsafe { (*info).si_addr() } as usize;
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // Only the kernel's report of a load past the end of a mapped file is
+    // one of ours: a sent SIGBUS (kill, tgkill, sigqueue: si_code 0 or
+    // negative) names no fault, whatever address it carries.
+    if code == libc::BUS_ADRERR && fault_in_ranges(addr) {
+        return;
+    }
+    // SAFETY: PREVIOUS was written before this handler was installed and
+    // is never written again.
+    let prev = unsafe { (*std::ptr::addr_of!(PREVIOUS)).assume_init() };
+    // The faults the kernel forces on the process (an ignored or blocked
+    // one ends it); any other SIGBUS was sent, or reports an error the
+    // process may ignore (BUS_MCEERR_AO).
+    let fault = matches!(
+        code,
+        libc::BUS_ADRALN | libc::BUS_ADRERR | libc::BUS_OBJERR | libc::BUS_MCEERR_AR
+    );
+    previous_action(&prev, fault, sig, info, ctx);
+}
+
+/// Whether `addr` is in a guarded range (now zero pages from its page on).
+/// Also gives their zero pages to the shared ranges whose file is now
+/// shorter: a fault elsewhere may be another copy's on the limits file.
+fn fault_in_ranges(addr: usize) -> bool {
     let mut ours = false;
     for i in 0..RANGES {
         let (start, len) = (START[i].load(Acquire), LEN[i].load(Acquire));
@@ -151,8 +179,6 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             ours |= zero_from(i, addr & !(PAGE - 1));
             continue;
         }
-        // Not in this range: is its file cut too (another copy's fault on
-        // the limits file)?
         // SAFETY: fstat writes one struct we own; async-signal-safe.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if SHARED[i].load(Relaxed)
@@ -163,31 +189,70 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             zero_from(i, start + (st.st_size as usize & !(PAGE - 1)));
         }
     }
-    if ours {
-        return;
+    ours
+}
+
+/// The previous handler had `SA_RESETHAND` and ran once: the kernel would
+/// have put the default action back.
+static PREVIOUS_RESET: AtomicBool = AtomicBool::new(false);
+
+/// What the kernel would have done with this SIGBUS without us (`prev`
+/// the action we replaced; `fault`: the kernel raised it for a fault).
+/// This handler stays installed for the next fault in its own ranges.
+fn previous_action(
+    prev: &libc::sigaction,
+    fault: bool,
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
+    let reset = PREVIOUS_RESET.load(Acquire);
+    match prev.sa_sigaction {
+        // An ignored SIGBUS stays ignored when sent; a fault is never
+        // ignored (the kernel forces the default action on it).
+        libc::SIG_IGN if !fault && !reset => {}
+        libc::SIG_DFL | libc::SIG_IGN => die_by(sig, fault),
+        _ if reset => die_by(sig, fault),
+        h => {
+            if prev.sa_flags & libc::SA_RESETHAND != 0 {
+                PREVIOUS_RESET.store(true, Release);
+            }
+            // SAFETY: called as the kernel would have called it: with its
+            // own mask added for the call (sigprocmask is
+            // async-signal-safe), and the arguments the kernel gave us.
+            unsafe {
+                let mut old: libc::sigset_t = std::mem::zeroed();
+                libc::pthread_sigmask(libc::SIG_BLOCK, &prev.sa_mask, &mut old);
+                if prev.sa_flags & libc::SA_SIGINFO != 0 {
+                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                        std::mem::transmute(h);
+                    f(sig, info, ctx);
+                } else {
+                    let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+                    f(sig);
+                }
+                libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            }
+        }
     }
-    // Not ours: what would have run without us.
-    // SAFETY: PREVIOUS was written before this handler was installed and
-    // is never written again; calling a handler with the arguments the
-    // kernel gave us is what the kernel would have done; sigaction and
-    // signal are async-signal-safe.
+}
+
+/// The default action of SIGBUS: the process ends (with a core where the
+/// system takes one), as it would have without us. A fault recurs on
+/// return and ends it at the faulting instruction; a sent signal is sent
+/// again to this thread, unblocked. Only then is our handler let go, and
+/// the process is ending.
+fn die_by(sig: libc::c_int, fault: bool) {
+    // SAFETY: signal, sigprocmask, raise: async-signal-safe calls on
+    // structs we own.
     unsafe {
-        let prev = (*std::ptr::addr_of!(PREVIOUS)).assume_init();
-        match prev.sa_sigaction {
-            libc::SIG_DFL | libc::SIG_IGN => {
-                // The default for an ignored fault too, which the kernel
-                // would not ignore either: the fault recurs on return.
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            h if prev.sa_flags & libc::SA_SIGINFO != 0 => {
-                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                    std::mem::transmute(h);
-                f(sig, info, ctx);
-            }
-            h => {
-                let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
-                f(sig);
-            }
+        libc::signal(sig, libc::SIG_DFL);
+        if !fault {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::raise(sig);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
         }
     }
 }

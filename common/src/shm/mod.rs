@@ -37,7 +37,8 @@
 //!   uses, the host's node view, removal of private workers' directories;
 //! - `file`: creating, checking and mapping a file (`map` holds the `unsafe`);
 //! - `kept`: the host's view of other workers' books (mapped, watched with
-//!   `events`, the kernel's notices: `unsafe` too), `guard`: the SIGBUS
+//!   `events`, the kernel's notices: `unsafe` too; its pidfds within the
+//!   process's budget, `descriptors`), `guard`: the SIGBUS
 //!   guard of every mapping a truncation could fault (`unsafe`), `budget`:
 //!   how long a call on another worker's books may wait on them;
 //! - `owner`: who owns a slot and whether it is alive (OFD locks), fork handling;
@@ -53,7 +54,8 @@
 //! - `freeze`: FreezeWorker, AutoFreeze;
 //! - `steer`: the measured correction of the compute refill rate (in the limits
 //!   file), its controller, the host sampler's lease;
-//! - `reports`: hard limits and per-process usage for libaccelerator.
+//! - `reports`: hard limits and per-process usage for libaccelerator;
+//! - `logged`: the lines a tenant can cause on the host's stderr, bounded.
 //!
 //! Bounds (memory): the 16-bit per-device sequence wraps after 65,536 ops; a helper
 //! preempted across exactly that many ops of one process on one device
@@ -63,6 +65,7 @@ mod backoff;
 mod budget;
 mod clock;
 mod compute;
+mod descriptors;
 mod devices;
 mod events;
 mod file;
@@ -74,6 +77,7 @@ mod layout;
 mod lifetime;
 mod limits;
 mod local;
+mod logged;
 mod map;
 mod memory;
 mod owner;

@@ -194,7 +194,7 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
                 let mask = p.devmask.load(Acquire);
                 report(&k, p, w, mask, worker, &mut out);
             } else {
-                forged(&k.worker, word_pid(w.seen[0]));
+                forged(&k, word_pid(w.seen[0]));
             }
         }
         drop(ws);
@@ -263,13 +263,16 @@ fn report(
 
 /// A slot left out of a report: it names a process that is not one its
 /// books may hold (a tenant wrote it). Logged only with
-/// `ACCELERATOR_LIMITER_DEBUG=1` (as the limiter's own debug lines): a
-/// tenant must not fill the host's log.
+/// `ACCELERATOR_LIMITER_DEBUG=1` (as the limiter's own debug lines), and
+/// then a bounded number of times (`logged.rs`): a tenant must not fill
+/// the host's log.
 #[cold]
-fn forged(worker: &str, pid: i32) {
+fn forged(k: &kept::Kept, pid: i32) {
     if std::env::var_os("ACCELERATOR_LIMITER_DEBUG").is_some_and(|v| v == "1") {
-        eprintln!(
-            "accelerator: worker {worker:?}'s books name process {pid}, not theirs; left out"
+        logged::say(
+            "the limiter books at",
+            &k.dir,
+            &format!("name process {pid}, not theirs; left out"),
         );
     }
 }

@@ -27,7 +27,8 @@
 //! The host side reads every worker's books for its reports (`kept.rs`,
 //! `reports.rs`), each checked on its own: a file that is missing, cut
 //! short, replaced, of another layout or naming another worker is skipped
-//! with its reason on stderr (once per file and reason), and the others are
+//! with its reason on stderr (once per file and reason, a bounded number of
+//! lines a minute: `logged.rs`), and the others are
 //! still reported. It removes a private worker's directory once no live
 //! process uses it: no process holds the users byte's read lock (each holds
 //! it from opening its own books until it dies, `owner.rs`) and no slot is
@@ -488,26 +489,11 @@ fn any_slot_live(file: &File) -> bool {
     })
 }
 
-/// Log once per (path, reason) why a worker's books are left out.
+/// Say why a worker's books are left out (a bounded number of times,
+/// `logged.rs`).
 #[cold]
 pub(super) fn skip(path: &Path, why: &str) {
-    static SEEN: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
-    let text = format!("{} {why}", path.display());
-    let hash = fnv(text.as_bytes());
-    for s in &SEEN {
-        match s.compare_exchange(0, hash, AcqRel, Acquire) {
-            Ok(_) => break,
-            Err(h) if h == hash => return,
-            Err(_) => {}
-        }
-    }
-    eprintln!("accelerator: leaving out the limiter books at {text}");
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    }) | 1
+    super::logged::say("leaving out the limiter books at", path, why);
 }
 
 #[cfg(test)]
