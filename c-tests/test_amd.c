@@ -392,6 +392,17 @@ static void scenario_init_fails(void) {
   expect_no_devices("amdsmi_init fails");
 }
 
+/* An AMD SMI version whose layouts this build does not know: refused at
+ * discovery, its version and the supported ones in the reason. */
+static void scenario_unknown_version(void) {
+  load();
+  expect_no_devices("AMD SMI 27.1.0");
+  ExtendedDeviceInfo info;
+  EXPECT_RC(p_getDeviceInfo(0, &info), RESULT_ERROR_NOT_FOUND);
+  const char *e = err();
+  CHECK(strstr(e, "AMD SMI 27.1.0") && strstr(e, "24.x") && strstr(e, "26.x"), "reason: %s", e);
+}
+
 struct run {
   const char *name;
   void (*fn)(void);
@@ -447,6 +458,7 @@ int main(int argc, char **argv) {
   unsetenv("FAKE_AMDSMI_GONE");
   unsetenv("FAKE_AMDSMI_FAIL_PROCS");
   unsetenv("FAKE_AMDSMI_INIT_FAIL");
+  unsetenv("FAKE_AMDSMI_VERSION");
   static const struct run runs[] = {
       {"mi300x", scenario_mi300x, {0}},
       {"mi210", scenario_mi210, {"FAKE_AMDSMI_NODE=mi210"}},
@@ -456,6 +468,7 @@ int main(int argc, char **argv) {
       {"no-sysfs", scenario_no_sysfs, {"ACCELERATOR_AMD_SYSFS=/nonexistent"}},
       {"no-library", scenario_no_library, {"ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so"}},
       {"init-fails", scenario_init_fails, {"FAKE_AMDSMI_INIT_FAIL=1"}},
+      {"unknown-version", scenario_unknown_version, {"FAKE_AMDSMI_VERSION=27.1.0"}},
   };
   for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++)
     run_child(&runs[i]);

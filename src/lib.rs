@@ -12,7 +12,7 @@
 
 pub mod abi;
 mod api;
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 mod dynlib;
 #[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
 mod fork_lock;

@@ -5,7 +5,7 @@ use accel_common::Error;
 /// amdsmi_status_t (an enum: 4 bytes).
 pub type Status = u32;
 
-/// The amdsmi_status_t values this vendor tells apart (amdsmi.h 24.7.0.0).
+/// The amdsmi_status_t values this vendor tells apart (the same in amdsmi.h 24.7 to 26.x).
 pub mod status {
     use super::Status;
     pub const INVAL: Status = 1;
@@ -26,6 +26,12 @@ pub mod status {
 pub enum AmdError {
     #[error("libamd_smi.so could not be loaded ({0}); install ROCm's amd-smi-lib or set ACCELERATOR_AMDSMI_PATH")]
     NotLoaded(String),
+    #[error("{path} is AMD SMI {found}, whose structure layouts this build does not know; it reads AMD SMI {supported}")]
+    Version {
+        found: String,
+        path: String,
+        supported: String,
+    },
     #[error("libamd_smi.so lacks the required function {0}")]
     MissingRequired(&'static str),
     #[error("this libamd_smi.so does not provide {0}")]
@@ -72,6 +78,7 @@ impl From<AmdError> for Error {
         let msg = e.to_string();
         match e {
             AmdError::NotLoaded(_) | AmdError::MissingRequired(_) => Error::OperationFailed(msg),
+            AmdError::Version { .. } => Error::NotSupported(msg),
             AmdError::MissingOptional(_) => Error::NotSupported(msg),
             AmdError::Call { status, .. } => match status {
                 status::INVAL => Error::InvalidParam(msg),

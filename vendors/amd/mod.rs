@@ -9,6 +9,7 @@
 
 mod discovery;
 mod error;
+mod layout;
 mod metrics;
 mod partition;
 mod smi;
@@ -36,7 +37,13 @@ pub fn open() -> Res<Box<dyn Vendor>> {
         );
     }
     let devices = discovery::discover(smi).inspect_err(|_| smi.shut_down())?;
-    log_at!(Debug, "amd: {} loaded, {} GPUs", smi.path, devices.len());
+    log_at!(
+        Debug,
+        "amd: {} (AMD SMI {}) loaded, {} GPUs",
+        smi.path,
+        smi.version,
+        devices.len()
+    );
     Ok(Box::new(Amd { smi, devices }))
 }
 
@@ -179,7 +186,7 @@ impl Vendor for Amd {
         metrics::extended(self.smi, self.by_uuid(device_uuid)?)
     }
 
-    /// AMD SMI 24.7's calls report per device, not per compute partition.
+    /// The AMD SMI calls used report per device, not per compute partition.
     fn partition_metrics(&self, uuid: &str) -> Res<Metrics> {
         Err(Error::NotFound(format!(
             "{uuid:?}: AMD SMI reports no per-partition figures here"

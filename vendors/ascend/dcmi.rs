@@ -9,7 +9,7 @@
 
 use super::error::AscendError;
 pub use crate::dynlib::{c_chars, c_str};
-use crate::dynlib::{sym, Zeroed};
+use crate::dynlib::{sym, Padded, Zeroed};
 use crate::fork_lock::ForkMutex;
 use libloading::Library;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
@@ -441,20 +441,20 @@ impl Dcmi {
     }
 
     pub fn chip_info(&self, card: i32, dev: i32) -> R<ChipInfo> {
-        let mut out = ChipInfo::zeroed();
-        // SAFETY: out is a dcmi_chip_info.
-        let rc = self.call(|| unsafe { (self.req.chip_info)(card, dev, &mut out) });
+        let mut out = Padded::<ChipInfo>::new();
+        // SAFETY: out is a dcmi_chip_info, with headroom.
+        let rc = self.call(|| unsafe { (self.req.chip_info)(card, dev, out.ptr()) });
         check("dcmi_get_device_chip_info", rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     fn out<T: Zeroed>(&self, f: Option<FnOut<T>>, name: &'static str, card: i32, dev: i32) -> R<T> {
         let f = f.ok_or(AscendError::MissingOptional(name))?;
-        let mut out = T::zeroed();
-        // SAFETY: f's out parameter is a T (see the Optional table).
-        let rc = self.call(|| unsafe { f(card, dev, &mut out) });
+        let mut out = Padded::<T>::new();
+        // SAFETY: f's out parameter is a T (see the Optional table), with headroom.
+        let rc = self.call(|| unsafe { f(card, dev, out.ptr()) });
         check(name, rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     fn typed<T: Zeroed>(
@@ -466,11 +466,11 @@ impl Dcmi {
         kind: c_int,
     ) -> R<T> {
         let f = f.ok_or(AscendError::MissingOptional(name))?;
-        let mut out = T::zeroed();
-        // SAFETY: f's out parameter is a T (see the Optional table).
-        let rc = self.call(|| unsafe { f(card, dev, kind, &mut out) });
+        let mut out = Padded::<T>::new();
+        // SAFETY: f's out parameter is a T (see the Optional table), with headroom.
+        let rc = self.call(|| unsafe { f(card, dev, kind, out.ptr()) });
         check(name, rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     pub fn chip_info_v2(&self, card: i32, dev: i32) -> R<ChipInfoV2> {
@@ -572,11 +572,12 @@ impl Dcmi {
         {
             *dst = b as c_char;
         }
-        let mut out = CreateVdevOut::zeroed();
-        // SAFETY: both pointers are the documented structures.
-        let rc = self.call(|| unsafe { f(card, dev, &mut res, &mut out) });
+        let mut res = Padded::with(res);
+        let mut out = Padded::<CreateVdevOut>::new();
+        // SAFETY: both pointers are the documented structures, with headroom.
+        let rc = self.call(|| unsafe { f(card, dev, res.ptr(), out.ptr()) });
         check("dcmi_create_vdevice", rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     pub fn destroy_vdevice(&self, card: i32, dev: i32, vdev_id: u32) -> R<()> {
@@ -589,25 +590,27 @@ impl Dcmi {
         check("dcmi_set_destroy_vdevice", rc)
     }
 
-    fn device_info<T: Zeroed>(&self, card: i32, dev: i32, sub: c_uint, mut buf: T) -> R<T> {
+    fn device_info<T: Zeroed>(&self, card: i32, dev: i32, sub: c_uint, buf: T) -> R<T> {
         let f = self
             .opt
             .device_info
             .ok_or(AscendError::MissingOptional("dcmi_get_device_info"))?;
+        let mut buf = Padded::with(buf);
         let mut size = std::mem::size_of::<T>() as c_uint;
-        // SAFETY: buf is a T of `size` bytes, the structure this sub-command fills.
+        // SAFETY: buf is a T of `size` bytes (and headroom), the structure
+        // this sub-command fills.
         let rc = self.call(|| unsafe {
             f(
                 card,
                 dev,
                 MAIN_CMD_VDEV_MNG,
                 sub,
-                (&mut buf as *mut T).cast::<c_void>(),
+                buf.ptr().cast::<c_void>(),
                 &mut size,
             )
         });
         check("dcmi_get_device_info", rc)?;
-        Ok(buf)
+        Ok(buf.value)
     }
 
     /// The vNPUs on a device (DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE).
@@ -644,9 +647,11 @@ impl Dcmi {
         let f = self.opt.resource_info.ok_or(AscendError::MissingOptional(
             "dcmi_get_device_resource_info",
         ))?;
-        let mut buf = vec![ProcMemInfo::zeroed(); MAX_PROCS];
+        // Room for twice the entries offered: a library whose entries grew
+        // writes past the offered count's bytes into that room, not ours.
+        let mut buf = vec![ProcMemInfo::zeroed(); 2 * MAX_PROCS];
         let mut n: c_int = MAX_PROCS as c_int;
-        // SAFETY: buf holds MAX_PROCS entries (more than DCMI ever reports).
+        // SAFETY: buf holds 2 × MAX_PROCS entries (more than DCMI ever reports).
         let rc = self.call(|| unsafe { f(card, dev, buf.as_mut_ptr(), &mut n) });
         check("dcmi_get_device_resource_info", rc)?;
         let n = usize::try_from(n).unwrap_or(0).min(MAX_PROCS);
