@@ -14,15 +14,6 @@
 #define ACCELERATOR_ABI_VERSION 1
 
 /*
- Bytes of room behind every structure handed to a vendor library to
- fill. A library newer than the header a layout was read from may write
- a larger structure (AMD SMI 26 writes up to 1,568 bytes where 24.7
- declared 256): the room takes those writes instead of our memory.
- docs/vendors.md says how a new layout is added.
- */
-#define HEADROOM 4096
-
-/*
  Outcome of every ABI call (ABI.md, "Result codes").
  */
 typedef enum Result {

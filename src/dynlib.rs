@@ -64,7 +64,7 @@ impl<const N: usize> Zeroed for [u32; N] {}
 /// a larger structure (AMD SMI 26 writes up to 1,568 bytes where 24.7
 /// declared 256): the room takes those writes instead of our memory.
 /// docs/vendors.md says how a new layout is added.
-pub const HEADROOM: usize = 4096;
+pub(crate) const HEADROOM: usize = 4096;
 
 /// A C structure with [`HEADROOM`] behind it: hand `ptr()` to the library,
 /// read `value` afterwards (the fields this layout declares; anything a

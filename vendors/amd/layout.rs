@@ -132,7 +132,7 @@ pub static KNOWN: [&Layout; 3] = [&V24, &V25, &V26];
 
 /// The largest size of amdsmi_version_t (24.x/25.x: year, major, minor,
 /// release, build pointer; 26.x: major, minor, release, build pointer).
-pub const VERSION_SIZE: usize = 24;
+pub(crate) const VERSION_SIZE: usize = 24;
 
 /// The versions this build reads, for the refusal's reason.
 pub fn supported() -> String {
