@@ -1,200 +1,111 @@
-//! What the vendors that load their driver's C library at run time with
-//! libloading (ascend: libdcmi.so, amd: libamd_smi.so) share: finding the
-//! library, looking up its functions, zero-filled C structures handed over
-//! with headroom (nvidia's own NVML calls too), reading a fixed C char
-//! buffer. Each vendor's FFI module declares the structures and wraps each
-//! function; the `unsafe` lives here and there only.
+//! Loading a vendor's driver library at run time with libloading (ascend:
+//! libdcmi.so, amd: libamd_smi.so): finding it, and its functions, the
+//! required ones and the optional ones (those missing are listed, logged
+//! once, and only what needs them is unsupported). Each vendor's FFI module
+//! declares its functions' signatures and wraps each call; the `unsafe`
+//! lives here and there only.
 
-#[cfg(any(feature = "ascend", feature = "amd"))]
+use crate::log::log_at;
 use libloading::Library;
 
-#[cfg(any(feature = "ascend", feature = "amd"))]
-/// Load the library named by `env` when it is set and non-empty (a failure
-/// is reported, not replaced by the search), else the first of `paths`
-/// that loads. The error lists every path tried with the loader's reason.
-pub fn open(env: &str, paths: &[&str]) -> Result<(Library, String), String> {
-    let from_env = std::env::var(env).ok().filter(|p| !p.is_empty());
-    let candidates: Vec<String> = match from_env {
-        Some(p) => vec![p],
-        None => paths.iter().map(|s| s.to_string()).collect(),
+/// A loaded driver library: where it was found, and the optional functions
+/// it lacks. Kept for the process's life (in the vendor's static), so
+/// function pointers taken from it stay valid.
+pub struct Symbols {
+    lib: Library,
+    pub path: String,
+    pub missing: Vec<&'static str>,
+}
+
+impl Symbols {
+    /// Load the library named by `env` when it is set and non-empty (a
+    /// failure is reported, not replaced by the search), else the first of
+    /// `paths` that loads. The error lists every path tried with the
+    /// loader's reason.
+    pub fn open(env: &str, paths: &[&str]) -> Result<Symbols, String> {
+        let from_env = std::env::var(env).ok().filter(|p| !p.is_empty());
+        let candidates: Vec<String> = match from_env {
+            Some(p) => vec![p],
+            None => paths.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut tried = Vec::new();
+        for path in candidates {
+            // SAFETY: loading the vendor's library runs its initializers; it
+            // is loaded exactly as the vendor's own tools load it.
+            match unsafe { Library::new(&path) } {
+                Ok(lib) => {
+                    return Ok(Symbols {
+                        lib,
+                        path,
+                        missing: Vec::new(),
+                    })
+                }
+                Err(e) => tried.push(format!("{path}: {e}")),
+            }
+        }
+        Err(tried.join("; "))
+    }
+
+    /// `name` as a function of type `T`, if the library has it.
+    ///
+    /// # Safety
+    /// `T` must be the function's true C signature.
+    pub unsafe fn get<T: Copy>(&self, name: &'static str) -> Option<T> {
+        let mut z = name.as_bytes().to_vec();
+        z.push(0);
+        self.lib.get::<T>(&z).ok().map(|s| *s)
+    }
+
+    /// A function the vendor cannot work without; its name when missing.
+    ///
+    /// # Safety
+    /// As [`Symbols::get`].
+    pub unsafe fn required<T: Copy>(&self, name: &'static str) -> Result<T, &'static str> {
+        self.get(name).ok_or(name)
+    }
+
+    /// A function only some figures need: a missing one is listed.
+    ///
+    /// # Safety
+    /// As [`Symbols::get`].
+    pub unsafe fn optional<T: Copy>(&mut self, name: &'static str) -> Option<T> {
+        let f = self.get(name);
+        if f.is_none() {
+            self.missing.push(name);
+        }
+        f
+    }
+
+    /// Say once which optional functions the library lacks.
+    pub fn log_missing(&self, vendor: &str) {
+        if !self.missing.is_empty() {
+            log_at!(
+                Info,
+                "{vendor}: {} lacks optional functions {}; what needs them is reported unsupported",
+                self.path,
+                self.missing.join(", ")
+            );
+        }
+    }
+}
+
+/// A required function of `$syms` as the field's type, or the enclosing
+/// function returns `DriverError::MissingRequired`.
+macro_rules! required {
+    ($syms:expr, $name:literal) => {
+        // SAFETY: the field's type is the signature the vendor's header
+        // declares for $name.
+        unsafe { $syms.required($name) }
+            .map_err(crate::driver_error::DriverError::MissingRequired)?
     };
-    let mut tried = Vec::new();
-    for path in candidates {
-        // SAFETY: loading the vendor's library runs its initializers; it is
-        // loaded exactly as the vendor's own tools load it.
-        match unsafe { Library::new(&path) } {
-            Ok(lib) => return Ok((lib, path)),
-            Err(e) => tried.push(format!("{path}: {e}")),
-        }
-    }
-    Err(tried.join("; "))
 }
 
-#[cfg(any(feature = "ascend", feature = "amd"))]
-/// Look up `name` as a function of type `T`.
-///
-/// # Safety
-/// `T` must be the function's true C signature.
-pub unsafe fn sym<T: Copy>(lib: &Library, name: &'static str) -> Option<T> {
-    let mut z = name.as_bytes().to_vec();
-    z.push(0);
-    lib.get::<T>(&z).ok().map(|s| *s)
+/// An optional function of `$syms` as the field's type (listed if missing).
+macro_rules! optional {
+    ($syms:expr, $name:literal) => {
+        // SAFETY: the field's type is the signature the vendor's header
+        // declares for $name.
+        unsafe { $syms.optional($name) }
+    };
 }
-
-/// All-zero values of plain C structures, to hand to a C function to fill.
-pub trait Zeroed: Copy {
-    fn zeroed() -> Self {
-        // SAFETY: implemented only for repr(C) structs of integers, floats,
-        // raw pointers (null) and arrays of them, for which all-zero bits
-        // are a valid value.
-        unsafe { std::mem::zeroed() }
-    }
-}
-#[cfg(any(feature = "ascend", feature = "amd"))]
-impl Zeroed for i32 {}
-#[cfg(any(feature = "ascend", feature = "amd"))]
-impl Zeroed for u32 {}
-#[cfg(any(feature = "ascend", feature = "amd"))]
-impl Zeroed for u64 {}
-#[cfg(feature = "amd")]
-impl<const N: usize> Zeroed for [u32; N] {}
-
-/// Bytes of room behind every structure handed to a vendor library to
-/// fill. A library newer than the header a layout was read from may write
-/// a larger structure (AMD SMI 26 writes up to 1,568 bytes where 24.7
-/// declared 256): the room takes those writes instead of our memory.
-/// docs/vendors.md says how a new layout is added.
-pub(crate) const HEADROOM: usize = 4096;
-
-/// A C structure with [`HEADROOM`] behind it: hand `ptr()` to the library,
-/// read `value` afterwards (the fields this layout declares; anything a
-/// newer library wrote past them is ignored).
-#[repr(C)]
-pub struct Padded<T: Zeroed> {
-    pub value: T,
-    room: [u8; HEADROOM],
-}
-
-impl<T: Zeroed> Padded<T> {
-    pub fn new() -> Box<Self> {
-        Self::with(T::zeroed())
-    }
-
-    /// `value` (a request the library reads before it fills it) with room.
-    pub fn with(value: T) -> Box<Self> {
-        Box::new(Padded {
-            value,
-            room: [0; HEADROOM],
-        })
-    }
-
-    pub fn ptr(&mut self) -> *mut T {
-        &mut self.value
-    }
-}
-
-#[cfg(feature = "amd")]
-/// A zero-filled, 8-byte-aligned buffer for a structure (or an array of
-/// them) whose layout depends on the library's version: sized for the
-/// layout in use plus [`HEADROOM`], its fields read by offset with bounds
-/// checks (a field outside the buffer reads as 0, never out of bounds).
-pub struct OutBuf {
-    words: Vec<u64>,
-}
-
-#[cfg(feature = "amd")]
-impl OutBuf {
-    pub fn new(bytes: usize) -> OutBuf {
-        OutBuf {
-            words: vec![0; (bytes + HEADROOM).div_ceil(8)],
-        }
-    }
-
-    pub fn ptr<T>(&mut self) -> *mut T {
-        self.words.as_mut_ptr().cast()
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the u64s are plain bytes; the slice covers exactly them.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), self.words.len() * 8) }
-    }
-
-    fn get<const N: usize>(&self, off: usize) -> [u8; N] {
-        off.checked_add(N)
-            .and_then(|end| self.bytes().get(off..end))
-            .and_then(|b| b.try_into().ok())
-            .unwrap_or([0; N])
-    }
-
-    pub fn u32(&self, off: usize) -> u32 {
-        u32::from_ne_bytes(self.get(off))
-    }
-    pub fn u64(&self, off: usize) -> u64 {
-        u64::from_ne_bytes(self.get(off))
-    }
-    /// The C string in the `len` bytes at `off`.
-    pub fn str(&self, off: usize, len: usize) -> String {
-        off.checked_add(len)
-            .and_then(|end| self.bytes().get(off..end))
-            .map(c_str)
-            .unwrap_or_default()
-    }
-}
-
-#[cfg(feature = "amd")]
-/// A figure a vendor library marks "not supported" with an all-ones value
-/// of its own width or of a narrower field it was once declared as (AMD SMI
-/// 24 reports 0xFFFF where 26 reports 0xFFFFFFFF): unknown, never a reading.
-pub fn known_u32(v: u32) -> Option<u32> {
-    (v != u32::MAX && v != u32::from(u16::MAX)).then_some(v)
-}
-
-#[cfg(feature = "amd")]
-/// [`known_u32`] for 64-bit figures.
-pub fn known_u64(v: u64) -> Option<u64> {
-    (v != u64::MAX && v != u64::from(u32::MAX) && v != u64::from(u16::MAX)).then_some(v)
-}
-
-#[cfg(any(feature = "ascend", feature = "amd"))]
-/// A fixed C char buffer as a string: up to the first NUL (never past the
-/// buffer), lossy UTF-8, trimmed.
-pub fn c_str(buf: &[u8]) -> String {
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).trim().to_string()
-}
-
-/// `c_str` of a `c_char` buffer (DCMI declares its strings so).
-#[cfg(feature = "ascend")]
-pub fn c_chars(buf: &[std::ffi::c_char]) -> String {
-    let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
-    c_str(&bytes)
-}
-
-#[cfg(all(test, feature = "amd"))]
-mod tests {
-    #[test]
-    fn c_str_stops_at_nul_or_the_end() {
-        assert_eq!(super::c_str(b"MI300X\0garbage"), "MI300X");
-        assert_eq!(super::c_str(b"no nul"), "no nul");
-        assert_eq!(super::c_str(b" padded \0"), "padded");
-    }
-
-    #[test]
-    fn out_buf_reads_by_offset_and_never_past_its_end() {
-        let mut b = super::OutBuf::new(16);
-        // SAFETY: the buffer holds at least 16 bytes.
-        unsafe { b.ptr::<u32>().add(1).write(7) };
-        assert_eq!(b.u32(4), 7);
-        assert_eq!(b.u64(usize::MAX - 3), 0);
-        assert_eq!(b.str(1 << 30, 8), "");
-    }
-
-    #[test]
-    fn all_ones_is_unknown() {
-        assert_eq!(super::known_u32(0xFFFF), None);
-        assert_eq!(super::known_u32(u32::MAX), None);
-        assert_eq!(super::known_u32(300), Some(300));
-        assert_eq!(super::known_u64(u64::MAX), None);
-        assert_eq!(super::known_u64(750_000_000), Some(750_000_000));
-    }
-}
+pub(crate) use {optional, required};

@@ -3,10 +3,11 @@
 //! does not return (the DRM render node and the compute partition
 //! modes the device supports; docs/amd.md says why).
 
-use super::error::AmdError;
 use super::partition::Modes;
 use super::smi::{Handle, Smi};
-use crate::dynlib::{known_u32, known_u64};
+use crate::cbuf::{known_u32, known_u64};
+use crate::device_table::Described;
+use crate::driver_error::fact;
 use crate::log::log_at;
 use crate::vendor::{Capabilities, DeviceInfo, DeviceProps};
 use accel_common::{Error, Res};
@@ -22,21 +23,10 @@ pub struct Dev {
     pub modes: Modes,
 }
 
-/// A result whose "not supported" failure means "unknown".
-pub fn optional<T>(r: Result<T, AmdError>) -> Result<Option<T>, AmdError> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.is_unsupported() => {
-            log_at!(Debug, "amd: {e}");
-            Ok(None)
-        }
-        Err(e) => Err(e),
+impl Described for Dev {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
     }
-}
-
-/// An optional static fact at discovery: any failure leaves it unknown.
-fn fact<T>(r: Result<T, AmdError>) -> Option<T> {
-    r.map_err(|e| log_at!(Debug, "amd: {e}")).ok()
 }
 
 /// amdsmi_bdf_t as the kernel names the PCI device.

@@ -3,9 +3,10 @@
 //! supported" is the call's error (a GPU reset between calls shows as
 //! AMD SMI's NOT_FOUND on the stale handle: NOT_FOUND here).
 
-use super::discovery::{optional, Dev};
+use super::discovery::Dev;
 use super::smi::{LinkKind, Proc, Smi, TEMP_CURRENT};
-use crate::dynlib::known_u32;
+use crate::cbuf::known_u32;
+use crate::driver_error::optional;
 use crate::log::log_at;
 use crate::vendor::{ExtendedMetrics, Link, LinkLevel, Metrics, ProcessCompute, ProcessMemory};
 use accel_common::Res;

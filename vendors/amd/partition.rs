@@ -4,8 +4,9 @@
 //! refuses it while any process uses the device, and afterwards each
 //! compute partition is a logical GPU of its own (docs/amd.md).
 
-use super::discovery::{optional, sysfs_dir, Dev};
+use super::discovery::{sysfs_dir, Dev};
 use super::smi::{Handle, Smi};
+use crate::driver_error::optional;
 use crate::log::log_at;
 use crate::vendor::{Partition, Template};
 use accel_common::{Error, Res};
@@ -228,7 +229,7 @@ fn set(smi: &Smi, dev: &Dev, kind: Kind, mode: Mode) -> Res<()> {
     };
     r.map_err(|e| match e {
         super::error::AmdError::Call {
-            status: super::error::status::BUSY,
+            code: super::error::status::BUSY,
             ..
         } => Error::OperationFailed(format!(
             "device {:?} is busy: the driver refused {}: {e}",

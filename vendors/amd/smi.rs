@@ -8,14 +8,13 @@
 //! structures every supported version shares are declared here, as
 //! `amd_smi/amdsmi.h` lays them out; `tests::layouts` and
 //! c-tests/amd_layout.c check their sizes and offsets (docs/amd.md). Calls
-//! are serialized on one mutex. The `Library` lives in a static and is
+//! are serialized on one mutex. The library (`Symbols`) lives in a static and is
 //! never unloaded, so processor handles and function pointers stay valid.
 
 use super::error::{AmdError, Status};
 use super::layout::{self, Layout};
-use crate::dynlib::{c_str, known_u32, sym, OutBuf, Padded, Zeroed};
-use crate::fork_lock::ForkMutex;
-use libloading::Library;
+use crate::cbuf::{c_str, known_u32, OutBuf, Padded, Zeroed};
+use crate::dynlib::{optional, required, Symbols};
 use std::ffi::{c_char, c_uint, c_void};
 use std::sync::OnceLock;
 
@@ -271,17 +270,10 @@ struct Optional {
     partition_profile: Option<FnProfile>,
 }
 
-/// Serializes this process's AMD SMI calls (one library per process:
-/// `shared`). Held around `fork()` by the vendor's fork handler (`mod.rs`).
-pub(super) static LOCK: ForkMutex<()> = ForkMutex::new(());
-
 pub struct Smi {
-    _lib: Library,
+    pub syms: Symbols,
     req: Required,
     opt: Optional,
-    pub path: String,
-    /// Optional symbols this library lacks (for the log and the docs).
-    pub missing: Vec<&'static str>,
     /// The library's version, as it reports it, and its layouts.
     pub version: String,
     pub layout: &'static Layout,
@@ -293,66 +285,47 @@ fn check(func: &'static str, status: Status) -> R<()> {
     if status == 0 {
         Ok(())
     } else {
-        Err(AmdError::Call { func, status })
+        Err(AmdError::call(func, status))
     }
 }
 
 impl Smi {
     fn load() -> R<Smi> {
-        let (lib, path) =
-            crate::dynlib::open(PATH_ENV, SEARCH_PATHS).map_err(AmdError::NotLoaded)?;
-        macro_rules! required {
-            ($name:literal) => {
-                // SAFETY: the type is the signature amdsmi.h declares for $name.
-                unsafe { sym(&lib, $name) }.ok_or(AmdError::MissingRequired($name))?
-            };
-        }
-        // SAFETY: amdsmi_status_t amdsmi_init(uint64_t init_flags).
-        let init: FnInit = required!("amdsmi_init");
-        let lib_version: FnVersion = required!("amdsmi_get_lib_version");
+        let mut syms = Symbols::open(PATH_ENV, SEARCH_PATHS).map_err(AmdError::NotLoaded)?;
+        let init: FnInit = required!(syms, "amdsmi_init");
+        let lib_version: FnVersion = required!(syms, "amdsmi_get_lib_version");
         let req = Required {
-            socket_handles: required!("amdsmi_get_socket_handles"),
-            processor_handles: required!("amdsmi_get_processor_handles"),
-            processor_type: required!("amdsmi_get_processor_type"),
-            uuid: required!("amdsmi_get_gpu_device_uuid"),
+            socket_handles: required!(syms, "amdsmi_get_socket_handles"),
+            processor_handles: required!(syms, "amdsmi_get_processor_handles"),
+            processor_type: required!(syms, "amdsmi_get_processor_type"),
+            uuid: required!(syms, "amdsmi_get_gpu_device_uuid"),
         };
-        let mut missing = Vec::new();
-        macro_rules! optional {
-            ($name:literal) => {{
-                // SAFETY: the type is the signature amdsmi.h declares for $name.
-                let f = unsafe { sym(&lib, $name) };
-                if f.is_none() {
-                    missing.push($name);
-                }
-                f
-            }};
-        }
         let opt = Optional {
-            shut_down: optional!("amdsmi_shut_down"),
-            bdf: optional!("amdsmi_get_gpu_device_bdf"),
-            asic_info: optional!("amdsmi_get_gpu_asic_info"),
-            vram_info: optional!("amdsmi_get_gpu_vram_info"),
-            driver_info: optional!("amdsmi_get_gpu_driver_info"),
-            vbios_info: optional!("amdsmi_get_gpu_vbios_info"),
-            pcie_info: optional!("amdsmi_get_pcie_info"),
-            numa_affinity: optional!("amdsmi_get_gpu_topo_numa_affinity"),
-            power_cap: optional!("amdsmi_get_power_cap_info"),
-            clock_info: optional!("amdsmi_get_clock_info"),
-            ecc_enabled: optional!("amdsmi_get_gpu_ecc_enabled"),
-            temp: optional!("amdsmi_get_temp_metric"),
-            power_info: optional!("amdsmi_get_power_info"),
-            activity: optional!("amdsmi_get_gpu_activity"),
-            vram_usage: optional!("amdsmi_get_gpu_vram_usage"),
-            pci_throughput: optional!("amdsmi_get_gpu_pci_throughput"),
-            link_metrics: optional!("amdsmi_get_link_metrics"),
-            process_list: optional!("amdsmi_get_gpu_process_list"),
-            link_type: optional!("amdsmi_topo_get_link_type"),
-            minmax_bandwidth: optional!("amdsmi_get_minmax_bandwidth_between_processors"),
-            get_compute_partition: optional!("amdsmi_get_gpu_compute_partition"),
-            set_compute_partition: optional!("amdsmi_set_gpu_compute_partition"),
-            get_memory_partition: optional!("amdsmi_get_gpu_memory_partition"),
-            set_memory_partition: optional!("amdsmi_set_gpu_memory_partition"),
-            partition_profile: optional!("amdsmi_get_gpu_accelerator_partition_profile"),
+            shut_down: optional!(syms, "amdsmi_shut_down"),
+            bdf: optional!(syms, "amdsmi_get_gpu_device_bdf"),
+            asic_info: optional!(syms, "amdsmi_get_gpu_asic_info"),
+            vram_info: optional!(syms, "amdsmi_get_gpu_vram_info"),
+            driver_info: optional!(syms, "amdsmi_get_gpu_driver_info"),
+            vbios_info: optional!(syms, "amdsmi_get_gpu_vbios_info"),
+            pcie_info: optional!(syms, "amdsmi_get_pcie_info"),
+            numa_affinity: optional!(syms, "amdsmi_get_gpu_topo_numa_affinity"),
+            power_cap: optional!(syms, "amdsmi_get_power_cap_info"),
+            clock_info: optional!(syms, "amdsmi_get_clock_info"),
+            ecc_enabled: optional!(syms, "amdsmi_get_gpu_ecc_enabled"),
+            temp: optional!(syms, "amdsmi_get_temp_metric"),
+            power_info: optional!(syms, "amdsmi_get_power_info"),
+            activity: optional!(syms, "amdsmi_get_gpu_activity"),
+            vram_usage: optional!(syms, "amdsmi_get_gpu_vram_usage"),
+            pci_throughput: optional!(syms, "amdsmi_get_gpu_pci_throughput"),
+            link_metrics: optional!(syms, "amdsmi_get_link_metrics"),
+            process_list: optional!(syms, "amdsmi_get_gpu_process_list"),
+            link_type: optional!(syms, "amdsmi_topo_get_link_type"),
+            minmax_bandwidth: optional!(syms, "amdsmi_get_minmax_bandwidth_between_processors"),
+            get_compute_partition: optional!(syms, "amdsmi_get_gpu_compute_partition"),
+            set_compute_partition: optional!(syms, "amdsmi_set_gpu_compute_partition"),
+            get_memory_partition: optional!(syms, "amdsmi_get_gpu_memory_partition"),
+            set_memory_partition: optional!(syms, "amdsmi_set_gpu_memory_partition"),
+            partition_profile: optional!(syms, "amdsmi_get_gpu_accelerator_partition_profile"),
         };
         // SAFETY: documented signature; GPUs only, as the issue asks.
         check("amdsmi_init", unsafe { init(INIT_AMD_GPUS) })?;
@@ -360,11 +333,12 @@ impl Smi {
             Ok((version, Some(layout))) => (version, layout),
             Ok((found, None)) => {
                 shut_down(opt.shut_down);
-                return Err(AmdError::Version {
-                    found,
-                    path,
-                    supported: layout::supported(),
-                });
+                return Err(AmdError::Refused(format!(
+                    "{} is AMD SMI {found}, whose structure layouts this build does not know; \
+                     it reads AMD SMI {}",
+                    syms.path,
+                    layout::supported()
+                )));
             }
             Err(e) => {
                 shut_down(opt.shut_down);
@@ -372,20 +346,18 @@ impl Smi {
             }
         };
         Ok(Smi {
-            _lib: lib,
+            syms,
             req,
             opt,
-            path,
-            missing,
             version,
             layout,
         })
     }
 
-    /// Run `f` with the AMD SMI lock held.
+    /// Run `f` with the AMD SMI lock held (one library per process:
+    /// `shared`).
     fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _g = LOCK.lock();
-        f()
+        super::locks::DRIVER.run(f)
     }
 
     /// `amdsmi_shut_down`, when discovery gives up after a successful init.

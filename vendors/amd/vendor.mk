@@ -32,7 +32,8 @@ $(BUILD)/c-tests/amd_layout_%: c-tests/amd_layout.c c-tests/fakes/amdsmi.h
 	@mkdir -p $(BUILD)/c-tests
 	$(CC) $(CFLAGS) -DFAKE_AMDSMI_MAJOR=$* -Ic-tests -o $@ $<
 
-$(BUILD)/c-tests/test_amd: c-tests/test_amd.c c-tests/test_util.h c-tests/vendor_api.h include/accelerator.h
+$(BUILD)/c-tests/test_amd: c-tests/test_amd.c c-tests/vendor_suite.h c-tests/test_util.h c-tests/vendor_api.h \
+  include/accelerator.h
 	@mkdir -p $(BUILD)/c-tests
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 

@@ -8,10 +8,9 @@
 //! never unloaded, so the function pointers stay valid for the process.
 
 use super::error::AscendError;
-pub use crate::dynlib::{c_chars, c_str};
-use crate::dynlib::{sym, Padded, Zeroed};
-use crate::fork_lock::ForkMutex;
-use libloading::Library;
+pub use crate::cbuf::{c_chars, c_str};
+use crate::cbuf::{Padded, Zeroed};
+use crate::dynlib::{optional, required, Symbols};
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::sync::OnceLock;
 
@@ -293,17 +292,10 @@ pub enum Feature {
     Vnpu,
 }
 
-/// Serializes this process's DCMI calls (one library per process:
-/// `shared`). Held around `fork()` by the vendor's fork handler (`mod.rs`).
-pub(super) static LOCK: ForkMutex<()> = ForkMutex::new(());
-
 pub struct Dcmi {
-    _lib: Library,
+    pub syms: Symbols,
     req: Required,
     opt: Optional,
-    pub path: String,
-    /// Optional symbols this library lacks (for the log and the docs).
-    pub missing: Vec<&'static str>,
 }
 
 type R<T> = Result<T, AscendError>;
@@ -312,25 +304,18 @@ fn check(func: &'static str, code: c_int) -> R<()> {
     if code == 0 {
         Ok(())
     } else {
-        Err(AscendError::Call { func, code })
+        Err(AscendError::call(func, code))
     }
 }
 
 impl Dcmi {
     fn load() -> R<Dcmi> {
-        let (lib, path) =
-            crate::dynlib::open(PATH_ENV, SEARCH_PATHS).map_err(AscendError::NotLoaded)?;
-        macro_rules! required {
-            ($name:literal) => {
-                // SAFETY: the type is the signature DCMI documents for $name.
-                unsafe { sym(&lib, $name) }.ok_or(AscendError::MissingRequired($name))?
-            };
-        }
+        let mut syms = Symbols::open(PATH_ENV, SEARCH_PATHS).map_err(AscendError::NotLoaded)?;
         // SAFETY: both names have the signature DCMI documents for dcmi_get_card_list.
-        let (card_list, card_list_name) = match unsafe { sym(&lib, "dcmi_get_card_list") } {
+        let (card_list, card_list_name) = match unsafe { syms.get("dcmi_get_card_list") } {
             Some(f) => (f, "dcmi_get_card_list"),
             // SAFETY: as above.
-            None => match unsafe { sym(&lib, "dcmi_get_card_num_list") } {
+            None => match unsafe { syms.get("dcmi_get_card_num_list") } {
                 Some(f) => (f, "dcmi_get_card_num_list"),
                 None => {
                     return Err(AscendError::MissingRequired(
@@ -340,52 +325,33 @@ impl Dcmi {
             },
         };
         let req = Required {
-            init: required!("dcmi_init"),
+            init: required!(syms, "dcmi_init"),
             card_list,
             card_list_name,
-            device_num_in_card: required!("dcmi_get_device_num_in_card"),
-            chip_info: required!("dcmi_get_device_chip_info"),
+            device_num_in_card: required!(syms, "dcmi_get_device_num_in_card"),
+            chip_info: required!(syms, "dcmi_get_device_chip_info"),
         };
-        let mut missing = Vec::new();
-        macro_rules! optional {
-            ($name:literal) => {{
-                // SAFETY: the type is the signature DCMI documents for $name.
-                let f = unsafe { sym(&lib, $name) };
-                if f.is_none() {
-                    missing.push($name);
-                }
-                f
-            }};
-        }
         let opt = Optional {
-            logic_id: optional!("dcmi_get_device_logic_id"),
-            chip_info_v2: optional!("dcmi_get_device_chip_info_v2"),
-            pcie_info_v2: optional!("dcmi_get_device_pcie_info_v2"),
-            die_v2: optional!("dcmi_get_device_die_v2"),
-            hbm_info: optional!("dcmi_get_device_hbm_info"),
-            memory_info_v3: optional!("dcmi_get_device_memory_info_v3"),
-            power_info: optional!("dcmi_get_device_power_info"),
-            temperature: optional!("dcmi_get_device_temperature"),
-            utilization_rate: optional!("dcmi_get_device_utilization_rate"),
-            frequency: optional!("dcmi_get_device_frequency"),
-            driver_version: optional!("dcmi_get_driver_version"),
-            create_vdevice: optional!("dcmi_create_vdevice"),
-            destroy_vdevice: optional!("dcmi_set_destroy_vdevice"),
-            device_info: optional!("dcmi_get_device_info"),
-            topo_info: optional!("dcmi_get_topo_info_by_device_id"),
-            resource_info: optional!("dcmi_get_device_resource_info"),
+            logic_id: optional!(syms, "dcmi_get_device_logic_id"),
+            chip_info_v2: optional!(syms, "dcmi_get_device_chip_info_v2"),
+            pcie_info_v2: optional!(syms, "dcmi_get_device_pcie_info_v2"),
+            die_v2: optional!(syms, "dcmi_get_device_die_v2"),
+            hbm_info: optional!(syms, "dcmi_get_device_hbm_info"),
+            memory_info_v3: optional!(syms, "dcmi_get_device_memory_info_v3"),
+            power_info: optional!(syms, "dcmi_get_device_power_info"),
+            temperature: optional!(syms, "dcmi_get_device_temperature"),
+            utilization_rate: optional!(syms, "dcmi_get_device_utilization_rate"),
+            frequency: optional!(syms, "dcmi_get_device_frequency"),
+            driver_version: optional!(syms, "dcmi_get_driver_version"),
+            create_vdevice: optional!(syms, "dcmi_create_vdevice"),
+            destroy_vdevice: optional!(syms, "dcmi_set_destroy_vdevice"),
+            device_info: optional!(syms, "dcmi_get_device_info"),
+            topo_info: optional!(syms, "dcmi_get_topo_info_by_device_id"),
+            resource_info: optional!(syms, "dcmi_get_device_resource_info"),
         };
-        let dcmi = Dcmi {
-            _lib: lib,
-            req,
-            opt,
-            path,
-            missing,
-        };
-        let _g = LOCK.lock();
+        let dcmi = Dcmi { syms, req, opt };
         // SAFETY: documented signature, no arguments.
-        check("dcmi_init", unsafe { (dcmi.req.init)() })?;
-        drop(_g);
+        check("dcmi_init", dcmi.call(|| unsafe { (dcmi.req.init)() }))?;
         Ok(dcmi)
     }
 
@@ -402,10 +368,10 @@ impl Dcmi {
         }
     }
 
-    /// Run `f` with the DCMI lock held.
+    /// Run `f` with the DCMI lock held (one library per process:
+    /// `shared`).
     fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _g = LOCK.lock();
-        f()
+        super::locks::DRIVER.run(f)
     }
 
     pub fn card_list(&self) -> R<Vec<i32>> {

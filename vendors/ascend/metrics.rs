@@ -3,7 +3,8 @@
 //! supported" is the call's error.
 
 use super::dcmi::{Dcmi, UTIL_AICORE};
-use super::discovery::{optional, Dev, MemSource};
+use super::discovery::{Dev, MemSource};
+use crate::driver_error::optional;
 use crate::vendor::{ExtendedMetrics, Link, LinkLevel, Metrics, ProcessMemory};
 use accel_common::Res;
 

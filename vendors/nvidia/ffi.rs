@@ -8,7 +8,7 @@
 //! wrapped in `Gi`/`Ci`, which only this module can build, and are valid
 //! while NVML is initialised (the `Driver` in mod.rs outlives every call).
 
-use crate::dynlib::{Padded, Zeroed};
+use crate::cbuf::{Padded, Zeroed};
 use libloading::Library;
 use nvml_wrapper::Device;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
