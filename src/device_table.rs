@@ -1,9 +1,9 @@
 //! The devices a vendor discovered, looked up the ways the ABI asks for
-//! them: by index, by UUID, by a process query; and the per-device part of
-//! a topology. Each vendor's device type carries its `DeviceInfo` and what
+//! them: by index, by UUID, by a process query; the per-device part of a
+//! topology; a process's memory on a device. Each vendor's device type carries its `DeviceInfo` and what
 //! its driver needs to address it (a handle, a card and chip number).
 
-use crate::vendor::{DeviceInfo, DeviceTopology, Link, ProcessQuery};
+use crate::vendor::{DeviceInfo, DeviceTopology, Link, ProcessMemory, ProcessQuery};
 use accel_common::{Error, Res};
 
 /// A discovered device: its description, plus the vendor's own fields.
@@ -75,4 +75,21 @@ impl<D: Described> Devices<D> {
 /// Every link of a topology's devices.
 pub fn links_of(devices: &[DeviceTopology]) -> Vec<&Link> {
     devices.iter().flat_map(|d| &d.connections).collect()
+}
+
+/// A process's device memory as the driver reports it (`used` bytes), with
+/// its share of the device's memory.
+pub fn process_memory(info: &DeviceInfo, pid: impl ToString, used: u64) -> ProcessMemory {
+    let total = info.total_memory_bytes;
+    ProcessMemory {
+        process_id: pid.to_string(),
+        device_uuid: info.uuid.clone(),
+        used_bytes: used,
+        reserved_bytes: 0,
+        utilization_percent: if total > 0 {
+            (used as f64 * 100.0 / total as f64).min(100.0)
+        } else {
+            0.0
+        },
+    }
 }

@@ -6,6 +6,7 @@
 use super::discovery::Dev;
 use super::smi::{LinkKind, Proc, Smi, TEMP_CURRENT};
 use crate::cbuf::known_u32;
+use crate::device_table::process_memory;
 use crate::driver_error::optional;
 use crate::log::log_at;
 use crate::vendor::{ExtendedMetrics, Link, LinkLevel, Metrics, ProcessCompute, ProcessMemory};
@@ -137,19 +138,7 @@ fn per_device<T>(smi: &Smi, devs: &[&Dev], f: impl Fn(&Dev, &Proc) -> T) -> Vec<
 
 pub fn driver_memory(smi: &Smi, devs: &[&Dev]) -> Vec<ProcessMemory> {
     per_device(smi, devs, |dev, p| {
-        let used = p.vram_bytes;
-        let total = dev.info.total_memory_bytes;
-        ProcessMemory {
-            process_id: p.pid.to_string(),
-            device_uuid: dev.info.uuid.clone(),
-            used_bytes: used,
-            reserved_bytes: 0,
-            utilization_percent: if total > 0 {
-                (used as f64 * 100.0 / total as f64).min(100.0)
-            } else {
-                0.0
-            },
-        }
+        process_memory(&dev.info, p.pid, p.vram_bytes)
     })
 }
 
