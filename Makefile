@@ -157,9 +157,10 @@ Test (all part of `make test` unless marked)
   test-usage-merge      the limiter's records in each vendor's process listings
   test-nvidia           the NVIDIA vendor against its fake NVML and CUDA driver
   test-ascend           the Ascend vendor against its fake DCMI
-  test-amd              the AMD vendor against its fake AMD SMI (MI300X and MI210 nodes), its layouts
-  test-amd-probe        the probe on the AMD fake: XGMI topology, partition templates
-  test-amd-valgrind     the AMD suite under valgrind
+  test-amd              the AMD vendor against its fake AMD SMI 24.x/25.x/26.x (MI300X and MI210 nodes)
+  test-amd-layout       the fake AMD SMI's layouts against each version's header figures
+  test-amd-probe        the probe on the AMD fake (each AMD SMI version): XGMI topology, templates
+  test-amd-valgrind     the AMD suite under valgrind, on each AMD SMI version
   test-go-amd           the cgo binding against the AMD build
   test-pci              PCI discovery on fake sysfs trees: selection, errors, probe --pci, --json schema,
                         the universal build's choice on each

@@ -3,47 +3,30 @@
  *
  * usage: test_ascend build/libaccelerator_ascend.so build/fakes/ascend
  *
- * Every DCMI configuration runs in a fresh forked child (the vendor and
- * libdcmi.so are chosen once per process): the child sets its environment,
- * dlopens the library, checks, and reports its counts through a pipe. */
-#include "accelerator.h"
-#include "test_util.h"
-#include "vendor_api.h"
+ * Every DCMI configuration runs in a fresh forked child (vendor_suite.h):
+ * the child sets its environment, dlopens the library, checks, and reports
+ * its counts through a pipe. */
+#include "vendor_suite.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-static const char *lib_path, *fake_dir;
-static void *lib;
+static const char *fake_dir;
 static char fake_path[4096];
 
-VENDOR_API(VENDOR_API_SYM)
 static __typeof__(&GetDeviceCount) p_GetDeviceCount;
-
-#define EXPECT_RC(call, code) EXPECT_RC_WITH(p_acceleratorGetLastError, call, code)
 
 /* Device index 0 is card 4 (DCMI logical ID 0), index 1 is card 1. */
 #define UUID910_0 "ascend-a5c3d91000c0ffee1234567c0badf00d00000002"
 #define UUID910_1 "ascend-a5c3d91000c0ffee123456790badf00d00000001"
 #define UUID310_0 "ascend-a5c3d31000c0ffee1234567c0badf00d00000002"
-#define GIB (1ull << 30)
-#define MIB (1ull << 20)
 
 static void load(const char *fake) {
   if (fake) {
     snprintf(fake_path, sizeof fake_path, "%s/%s", fake_dir, fake);
     setenv("ACCELERATOR_DCMI_PATH", fake_path, 1);
   }
-  setenv("ACCELERATOR_VENDOR", "ascend", 1);
-  lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    fprintf(stderr, "dlopen %s: %s\n", lib_path, dlerror());
-    exit(2);
-  }
-  VENDOR_API(VENDOR_API_LOAD)
+  suite_load("ascend");
   p_GetDeviceCount = (__typeof__(p_GetDeviceCount))dlsym(lib, "GetDeviceCount");
 }
 
@@ -56,37 +39,6 @@ static int create_calls(void) {
   int n = f ? f() : -1;
   dlclose(h);
   return n;
-}
-
-static size_t count(void) {
-  size_t n = 999;
-  EXPECT_RC(p_getDeviceCount(&n), RESULT_SUCCESS);
-  return n;
-}
-
-static const char *err(void) {
-  const char *e = p_acceleratorGetLastError();
-  return e ? e : "";
-}
-
-static bool assign(const char *tpl, const char *dev, char *uuid_out) {
-  PartitionAssignment a;
-  memset(&a, 0, sizeof a);
-  snprintf(a.templateId, sizeof a.templateId, "%s", tpl);
-  snprintf(a.deviceUUID, sizeof a.deviceUUID, "%s", dev);
-  bool ok = p_assignPartition(&a);
-  if (uuid_out)
-    snprintf(uuid_out, 64, "%s", ok ? a.partitionUUID : "");
-  return ok;
-}
-
-static void expect_no_devices(const char *why) {
-  CHECK(count() == 0, "%s: expected 0 devices", why);
-  ExtendedDeviceInfo info;
-  memset(&info, 0, sizeof info);
-  EXPECT_RC(p_getDeviceInfo(0, &info), RESULT_ERROR_NOT_FOUND);
-  CHECK(strcmp(p_acceleratorVendorName(), "ascend") == 0, "%s: vendor %s", why,
-        p_acceleratorVendorName());
 }
 
 /* ------------------------------------------------------------ scenarios */
@@ -334,18 +286,18 @@ static void scenario_310p(void) {
 static void scenario_no_library(void) {
   setenv("ACCELERATOR_DCMI_PATH", "/nonexistent/libdcmi.so", 1);
   load(NULL);
-  expect_no_devices("missing libdcmi.so");
+  expect_no_devices("ascend", "missing libdcmi.so");
 }
 
 static void scenario_init_fails(void) {
   setenv("FAKE_DCMI_FAIL_INIT", "1", 1);
   load("libdcmi.so");
-  expect_no_devices("dcmi_init fails");
+  expect_no_devices("ascend", "dcmi_init fails");
 }
 
 static void scenario_no_required(void) {
   load("libdcmi_noreq.so");
-  expect_no_devices("dcmi_get_device_chip_info missing");
+  expect_no_devices("ascend", "dcmi_get_device_chip_info missing");
 }
 
 /* Drivers before DCMI V2 export only dcmi_get_card_num_list. */
@@ -363,7 +315,7 @@ static void scenario_v2_card_list_first(void) {
 
 static void scenario_v1_card_list_fails(void) {
   load("libdcmi_v1.so");
-  expect_no_devices("old driver: dcmi_get_card_num_list fails");
+  expect_no_devices("ascend", "old driver: dcmi_get_card_num_list fails");
 }
 
 static void scenario_no_optional(void) {
@@ -397,7 +349,7 @@ static int metrics_rc(void) {
 static void scenario_fail(const char *what) {
   load("libdcmi.so");
   if (strcmp(what, "cardlist") == 0) {
-    expect_no_devices("dcmi_get_card_list fails");
+    expect_no_devices("ascend", "dcmi_get_card_list fails");
   } else if (strcmp(what, "power-inner") == 0) {
     EXPECT_RC(metrics_rc(), RESULT_ERROR_OPERATION_FAILED);
   } else if (strcmp(what, "power-nodev") == 0) {
@@ -456,54 +408,12 @@ static void scenario_fail(const char *what) {
 
 /* ------------------------------------------------------------ driver */
 
-struct run {
-  const char *name;
-  void (*fn)(void);
-  const char *env[3]; /* "NAME=value" */
-  const char *fail;   /* scenario_fail argument */
-};
+static char vnpus_path[64];
 
-static int total_passed, total_failed;
-
-static void run_child(const struct run *r, const char *state) {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    perror("pipe");
-    exit(2);
-  }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    setenv("FAKE_DCMI_STATE", state, 1);
-    for (int i = 0; i < 3 && r->env[i]; i++)
-      putenv((char *)r->env[i]);
-    if (r->fn)
-      r->fn();
-    else
-      scenario_fail(r->fail);
-    int counts[2] = {atomic_load(&test_passed), atomic_load(&test_failed)};
-    if (write(fds[1], counts, sizeof counts) != (ssize_t)sizeof counts)
-      _exit(3);
-    close(fds[1]);
-    dlclose(lib);
-    exit(0);
-  }
-  close(fds[1]);
-  int counts[2] = {0, 0};
-  ssize_t got = read(fds[0], counts, sizeof counts);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  total_passed += counts[0];
-  total_failed += counts[1];
-  if (got != (ssize_t)sizeof counts || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "FAIL scenario %s: child status %d\n", r->name, status);
-    total_failed++;
-  } else if (counts[1]) {
-    fprintf(stderr, "scenario %s: %d failed\n", r->name, counts[1]);
-  }
+/* Each scenario but the restart pair starts with no vNPUs. */
+static void fresh_vnpus(const struct run *r) {
+  if (strcmp(r->name, "restart-b") != 0)
+    unlink(vnpus_path);
 }
 
 int main(int argc, char **argv) {
@@ -511,7 +421,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s libaccelerator_ascend.so fakes-dir\n", argv[0]);
     return 2;
   }
-  lib_path = argv[1];
+  suite_lib_path = argv[1];
   fake_dir = argv[2];
   unsetenv("ACCELERATOR_DCMI_PATH");
   unsetenv("FAKE_DCMI_FAIL");
@@ -524,46 +434,39 @@ int main(int argc, char **argv) {
     perror("mkdtemp");
     return 2;
   }
-  char vnpus[sizeof state + 16];
-  snprintf(vnpus, sizeof vnpus, "%s/vnpus", state);
+  snprintf(vnpus_path, sizeof vnpus_path, "%s/vnpus", state);
 
   static const struct run runs[] = {
-      {"910", scenario_910, {0}, 0},
-      {"restart-a", scenario_restart_a, {0}, 0},
-      {"restart-b", scenario_restart_b, {0}, 0},
-      {"310P", scenario_310p, {0}, 0},
-      {"no-library", scenario_no_library, {0}, 0},
-      {"init-fails", scenario_init_fails, {0}, 0},
-      {"no-required-symbol", scenario_no_required, {0}, 0},
-      {"no-optional-symbol", scenario_no_optional, {0}, 0},
-      {"v1-card-list", scenario_v1_card_list, {0}, 0},
+      {"910", scenario_910, {0}, 0, 0},
+      {"restart-a", scenario_restart_a, {0}, 0, 0},
+      {"restart-b", scenario_restart_b, {0}, 0, 0},
+      {"310P", scenario_310p, {0}, 0, 0},
+      {"no-library", scenario_no_library, {0}, 0, 0},
+      {"init-fails", scenario_init_fails, {0}, 0, 0},
+      {"no-required-symbol", scenario_no_required, {0}, 0, 0},
+      {"no-optional-symbol", scenario_no_optional, {0}, 0, 0},
+      {"v1-card-list", scenario_v1_card_list, {0}, 0, 0},
       {"v2-card-list-first", scenario_v2_card_list_first,
-       {"FAKE_DCMI_FAIL=dcmi_get_card_num_list:-8005"}, 0},
+       {"FAKE_DCMI_FAIL=dcmi_get_card_num_list:-8005"}, 0, 0},
       {"v1-card-list-fails", scenario_v1_card_list_fails,
-       {"FAKE_DCMI_FAIL=dcmi_get_card_num_list:-8005"}, 0},
-      {"fail-cardlist", 0, {"FAKE_DCMI_FAIL=dcmi_get_card_list:-8005"}, "cardlist"},
-      {"fail-power-inner", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8005"}, "power-inner"},
-      {"fail-power-nodev", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8008"}, "power-nodev"},
-      {"fail-power-unsupported", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8255"}, "power-unsupported"},
-      {"fail-temp-param", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_temperature:-8001"}, "temp-param"},
-      {"fail-vdev-query", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_info:-8005"}, "vdev-query"},
-      {"refuse-vdev", 0, {"FAKE_DCMI_REFUSE_VDEV=-8002"}, "refuse"},
-      {"refuse-vdev-occupied", 0, {"FAKE_DCMI_REFUSE_VDEV=-8020"}, "refuse-occupied"},
-      {"fail-destroy", 0, {"FAKE_DCMI_FAIL=dcmi_set_destroy_vdevice:-8005"}, "destroy"},
-      {"fail-procs", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_resource_info:-8007"}, "procs"},
-      {"fail-topo", 0, {"FAKE_DCMI_FAIL=dcmi_get_topo_info_by_device_id:-8005"}, "topo"},
-      {"fail-die", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_die_v2:-8005"}, "die"},
-      {"fail-hbm", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_hbm_info:-8005"}, "hbm"},
+       {"FAKE_DCMI_FAIL=dcmi_get_card_num_list:-8005"}, 0, 0},
+      {"fail-cardlist", 0, {"FAKE_DCMI_FAIL=dcmi_get_card_list:-8005"}, scenario_fail, "cardlist"},
+      {"fail-power-inner", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8005"}, scenario_fail, "power-inner"},
+      {"fail-power-nodev", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8008"}, scenario_fail, "power-nodev"},
+      {"fail-power-unsupported", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_power_info:-8255"}, scenario_fail, "power-unsupported"},
+      {"fail-temp-param", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_temperature:-8001"}, scenario_fail, "temp-param"},
+      {"fail-vdev-query", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_info:-8005"}, scenario_fail, "vdev-query"},
+      {"refuse-vdev", 0, {"FAKE_DCMI_REFUSE_VDEV=-8002"}, scenario_fail, "refuse"},
+      {"refuse-vdev-occupied", 0, {"FAKE_DCMI_REFUSE_VDEV=-8020"}, scenario_fail, "refuse-occupied"},
+      {"fail-destroy", 0, {"FAKE_DCMI_FAIL=dcmi_set_destroy_vdevice:-8005"}, scenario_fail, "destroy"},
+      {"fail-procs", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_resource_info:-8007"}, scenario_fail, "procs"},
+      {"fail-topo", 0, {"FAKE_DCMI_FAIL=dcmi_get_topo_info_by_device_id:-8005"}, scenario_fail, "topo"},
+      {"fail-die", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_die_v2:-8005"}, scenario_fail, "die"},
+      {"fail-hbm", 0, {"FAKE_DCMI_FAIL=dcmi_get_device_hbm_info:-8005"}, scenario_fail, "hbm"},
   };
-  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-    /* Each scenario but the restart pair starts with no vNPUs. */
-    if (strcmp(runs[i].name, "restart-b") != 0)
-      unlink(vnpus);
-    run_child(&runs[i], state);
-  }
-  unlink(vnpus);
+  setenv("FAKE_DCMI_STATE", state, 1);
+  int rc = suite_run(runs, sizeof runs / sizeof runs[0], fresh_vnpus);
+  unlink(vnpus_path);
   rmdir(state);
-  atomic_store(&test_passed, total_passed);
-  atomic_store(&test_failed, total_failed);
-  return test_summary();
+  return rc;
 }

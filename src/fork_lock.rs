@@ -51,6 +51,44 @@ impl<T: Send + 'static> ForkMutex<T> {
     }
 }
 
+/// A lock serializing calls, not guarding data.
+#[cfg(any(feature = "ascend", feature = "amd"))]
+impl ForkMutex<()> {
+    /// `f()` with the lock held.
+    pub(crate) fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _g = self.lock();
+        f()
+    }
+}
+
+/// The two locks of a vendor that drives a library it loaded, as statics
+/// of the module it is invoked in, and the fork handler that holds them:
+/// `DRIVER` serializes this process's calls into the library; `PARTITION`
+/// a partition change (its check and its act, which call the library
+/// inside it: taken first). `install_fork_handlers()` installs the handler
+/// once (the vendor's `open`).
+#[cfg(any(feature = "ascend", feature = "amd"))]
+macro_rules! driver_locks {
+    () => {
+        use crate::fork_lock::ForkMutex;
+        pub(crate) static DRIVER: ForkMutex<()> = ForkMutex::new(());
+        pub(crate) static PARTITION: ForkMutex<()> = ForkMutex::new(());
+
+        extern "C" fn hold_for_fork() {
+            PARTITION.hold();
+            DRIVER.hold();
+        }
+
+        pub(crate) fn install_fork_handlers() {
+            static INSTALLED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            crate::fork_lock::install(hold_for_fork, &INSTALLED);
+        }
+    };
+}
+#[cfg(any(feature = "ascend", feature = "amd"))]
+pub(crate) use driver_locks;
+
 #[cfg(feature = "nvidia")]
 impl<T: Send + Sync + 'static> ForkRwLock<T> {
     pub(crate) const fn new(t: T) -> ForkRwLock<T> {

@@ -12,6 +12,12 @@
 
 pub mod abi;
 mod api;
+#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+mod cbuf;
+#[cfg(any(feature = "ascend", feature = "amd"))]
+mod device_table;
+#[cfg(any(feature = "ascend", feature = "amd"))]
+mod driver_error;
 #[cfg(any(feature = "ascend", feature = "amd"))]
 mod dynlib;
 #[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]

@@ -1,7 +1,13 @@
 /* A fake libamd_smi.so: the AMD SMI calls the amd vendor makes, answering
  * as an 8x MI300X node (192 GiB HBM3, 304 CUs, every pair one XGMI hop,
  * SPX/DPX/QPX/CPX over NPS1/NPS4) or, with FAKE_AMDSMI_NODE=mi210, a 2x
- * MI210 PCIe node without partitioning. Layouts: amdsmi.h beside it.
+ * MI210 PCIe node without partitioning (its current socket power "not
+ * supported", as a real MI210 reports it). Built as the AMD SMI version
+ * FAKE_AMDSMI_MAJOR (24, 25 or 26) with that version's layouts and enum
+ * values: amdsmi.h beside it.
+ *
+ *   FAKE_AMDSMI_VERSION=M.m.r  amdsmi_get_lib_version reports this version
+ *                              (in this build's layout) instead
  *
  * Injected faults, read on every call so a test can change them:
  *   FAKE_AMDSMI_INIT_FAIL=1    amdsmi_init fails (driver not loaded)
@@ -59,6 +65,39 @@ amdsmi_status_t amdsmi_init(uint64_t flags) {
   if (inits++ == 0)
     for (int i = 0; i < MAX_GPUS; i++)
       gpus[i] = (struct gpu){i, AMDSMI_COMPUTE_PARTITION_SPX, AMDSMI_MEMORY_PARTITION_NPS1};
+  return AMDSMI_STATUS_SUCCESS;
+}
+
+/* 24.7.1 (ROCm 6.3.0), 25.3.0 (6.4.0), 26.0.2 (7.0.2). */
+amdsmi_status_t amdsmi_get_lib_version(amdsmi_version_t *v) {
+  if (!v)
+    return AMDSMI_STATUS_INVAL;
+  if (inits == 0)
+    return AMDSMI_STATUS_NOT_INIT;
+  static const uint32_t minor = FAKE_AMDSMI_MAJOR == 24 ? 7 : FAKE_AMDSMI_MAJOR == 25 ? 3 : 0;
+  static const uint32_t release = FAKE_AMDSMI_MAJOR == 24 ? 1 : FAKE_AMDSMI_MAJOR == 25 ? 0 : 2;
+  unsigned m = FAKE_AMDSMI_MAJOR, n = minor, r = release;
+  const char *force = getenv("FAKE_AMDSMI_VERSION");
+  if (force && sscanf(force, "%u.%u.%u", &m, &n, &r) != 3)
+    return AMDSMI_STATUS_INVAL;
+#if FAKE_AMDSMI_MAJOR == 24
+  /* YEAR.MAJOR.MINOR.RELEASE: 24.7.1.0 */
+  v->year = m;
+  v->major = n;
+  v->minor = r;
+  v->release = 0;
+#elif FAKE_AMDSMI_MAJOR == 25
+  /* `year` kept (to be deprecated) and not set; MAJOR.MINOR.RELEASE. */
+  v->year = 0;
+  v->major = m;
+  v->minor = n;
+  v->release = r;
+#else
+  v->major = m;
+  v->minor = n;
+  v->release = r;
+#endif
+  v->build = "fake";
   return AMDSMI_STATUS_SUCCESS;
 }
 
@@ -139,6 +178,9 @@ amdsmi_status_t amdsmi_get_gpu_vram_info(amdsmi_processor_handle h, amdsmi_vram_
   GPU(h);
   memset(v, 0, sizeof *v);
   v->vram_type = mi210() ? AMDSMI_VRAM_TYPE_HBM2E : AMDSMI_VRAM_TYPE_HBM3;
+#if FAKE_AMDSMI_MAJOR >= 26
+  snprintf(v->vram_vendor, sizeof v->vram_vendor, "SAMSUNG");
+#endif
   v->vram_size = mi210() ? 65536 : 196608;
   v->vram_bit_width = mi210() ? 4096 : 8192;
   return AMDSMI_STATUS_SUCCESS;
@@ -204,11 +246,14 @@ amdsmi_status_t amdsmi_get_temp_metric(amdsmi_processor_handle h, uint32_t senso
 amdsmi_status_t amdsmi_get_power_info(amdsmi_processor_handle h, amdsmi_power_info_t *p) {
   GPU(h);
   memset(p, 0, sizeof *p);
-  /* MI300 reports the current socket power; MI200 the average. */
-  if (mi210())
+  /* MI300 reports the current socket power; MI200 the average, its
+   * current power "not supported". */
+  if (mi210()) {
     p->average_socket_power = 90;
-  else
+    p->current_socket_power = FAKE_AMDSMI_MAJOR >= 26 ? UINT32_MAX : 0xFFFF;
+  } else {
     p->current_socket_power = 320 + (uint32_t)g->index;
+  }
   p->power_limit = mi210() ? 300 : 750;
   return AMDSMI_STATUS_SUCCESS;
 }
@@ -324,7 +369,7 @@ amdsmi_status_t amdsmi_topo_get_link_type(amdsmi_processor_handle a, amdsmi_proc
   if (s)
     return s;
   *hops = mi210() ? 2 : 1;
-  *type = mi210() ? AMDSMI_IOLINK_TYPE_PCIEXPRESS : AMDSMI_IOLINK_TYPE_XGMI;
+  *type = mi210() ? TOPO_PCIE : TOPO_XGMI;
   return AMDSMI_STATUS_SUCCESS;
 }
 
@@ -352,7 +397,20 @@ amdsmi_status_t amdsmi_get_minmax_bandwidth_between_processors(amdsmi_processor_
 }
 
 static const char *compute_names[] = {"", "SPX", "DPX", "TPX", "QPX", "CPX"};
-static const char *memory_names[] = {"", "NPS1", "NPS2", "NPS4", "NPS8"};
+static const char *memory_name(uint32_t mode) {
+  switch (mode) {
+  case AMDSMI_MEMORY_PARTITION_NPS1:
+    return "NPS1";
+  case AMDSMI_MEMORY_PARTITION_NPS2:
+    return "NPS2";
+  case AMDSMI_MEMORY_PARTITION_NPS4:
+    return "NPS4";
+  case AMDSMI_MEMORY_PARTITION_NPS8:
+    return "NPS8";
+  default:
+    return "";
+  }
+}
 
 static amdsmi_status_t put(char *out, uint32_t len, const char *s) {
   if (!out || len == 0)
@@ -368,7 +426,7 @@ amdsmi_status_t amdsmi_get_gpu_compute_partition(amdsmi_processor_handle h, char
 
 amdsmi_status_t amdsmi_get_gpu_memory_partition(amdsmi_processor_handle h, char *out, uint32_t len) {
   GPU(h);
-  return mi210() ? AMDSMI_STATUS_NOT_SUPPORTED : put(out, len, memory_names[g->memory]);
+  return mi210() ? AMDSMI_STATUS_NOT_SUPPORTED : put(out, len, memory_name(g->memory));
 }
 
 amdsmi_status_t amdsmi_get_gpu_accelerator_partition_profile(amdsmi_processor_handle h,

@@ -1,19 +1,19 @@
 //! The devices, described once: AMD SMI's static facts per GPU, plus the
 //! two things the kernel publishes beside the PCI device that AMD SMI
-//! 24.7 does not return (the DRM render node and the compute partition
+//! does not return (the DRM render node and the compute partition
 //! modes the device supports; docs/amd.md says why).
 
-use super::error::AmdError;
 use super::partition::Modes;
-use super::smi::{c_str, Handle, Smi};
+use super::smi::{Handle, Smi};
+use crate::cbuf::{known_u32, known_u64};
+use crate::device_table::Described;
+use crate::driver_error::fact;
 use crate::log::log_at;
 use crate::vendor::{Capabilities, DeviceInfo, DeviceProps};
 use accel_common::{Error, Res};
 use std::path::PathBuf;
 
 const MIB: u64 = 1 << 20;
-/// amdsmi_asic_info_t's "not supported" compute-unit count.
-const CU_UNSUPPORTED: u32 = u32::MAX;
 /// Where sysfs is mounted (a test points it at a prepared tree).
 pub const SYSFS_ENV: &str = "ACCELERATOR_AMD_SYSFS";
 
@@ -23,21 +23,10 @@ pub struct Dev {
     pub modes: Modes,
 }
 
-/// A result whose "not supported" failure means "unknown".
-pub fn optional<T>(r: Result<T, AmdError>) -> Result<Option<T>, AmdError> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.is_unsupported() => {
-            log_at!(Debug, "amd: {e}");
-            Ok(None)
-        }
-        Err(e) => Err(e),
+impl Described for Dev {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
     }
-}
-
-/// An optional static fact at discovery: any failure leaves it unknown.
-fn fact<T>(r: Result<T, AmdError>) -> Option<T> {
-    r.map_err(|e| log_at!(Debug, "amd: {e}")).ok()
 }
 
 /// amdsmi_bdf_t as the kernel names the PCI device.
@@ -107,26 +96,32 @@ pub fn discover(smi: &Smi) -> Res<Vec<Dev>> {
     Ok(out)
 }
 
+/// A clock domain's maximum (MHz), 0 where unknown.
+fn max_clock(smi: &Smi, h: Handle, domain: u32) -> u32 {
+    fact(smi.clock(h, domain))
+        .and_then(|c| known_u32(c.max_clk))
+        .unwrap_or(0)
+}
+
 fn describe(smi: &Smi, h: Handle, uuid: String, index: usize) -> Dev {
     let asic = fact(smi.asic_info(h));
     let vram = fact(smi.vram_info(h));
     let pcie = fact(smi.pcie_info(h));
     let bdf = fact(smi.bdf(h)).map(bdf_string).unwrap_or_default();
-    let cus = asic
+    let cus = asic.as_ref().and_then(|a| a.compute_units).unwrap_or(0);
+    let total_memory_bytes = vram
         .as_ref()
-        .map(|a| a.num_of_compute_units)
-        .filter(|&c| c != CU_UNSUPPORTED)
-        .unwrap_or(0);
-    let total_memory_bytes = vram.as_ref().map_or(0, |v| v.vram_size * MIB);
+        .and_then(|v| known_u64(v.size_mb))
+        .map_or(0, |mb| mb.saturating_mul(MIB));
     let model = asic
         .as_ref()
-        .map(|a| c_str(&a.market_name))
+        .map(|a| a.market_name.clone())
         .unwrap_or_default();
     let numa_node = fact(smi.numa_node(h)).unwrap_or(-1);
     let modes = Modes::read(smi, h, &bdf);
     let metrics = smi.has_metrics();
     let partitioning = !modes.is_empty();
-    let vbios = fact(smi.vbios_info(h));
+
     let mut extra_props = vec![
         ("pci.bus_id".into(), bdf.clone()),
         (
@@ -152,13 +147,8 @@ fn describe(smi: &Smi, h: Handle, uuid: String, index: usize) -> Dev {
         uuid,
         vendor: "AMD".into(),
         model,
-        driver_version: fact(smi.driver_info(h))
-            .map(|d| c_str(&d.driver_version))
-            .unwrap_or_default(),
-        firmware_version: vbios
-            .as_ref()
-            .map(|v| c_str(&v.version))
-            .unwrap_or_default(),
+        driver_version: fact(smi.driver_version(h)).unwrap_or_default(),
+        firmware_version: fact(smi.vbios_version(h)).unwrap_or_default(),
         index: index as i32,
         numa_node,
         total_memory_bytes,
@@ -174,11 +164,13 @@ fn describe(smi: &Smi, h: Handle, uuid: String, index: usize) -> Dev {
         device_node: render_node(&bdf),
         extra_props,
         props: DeviceProps {
-            clock_graphics_mhz: fact(smi.clock(h, super::smi::CLK_GFX)).map_or(0, |c| c.max_clk),
-            clock_mem_mhz: fact(smi.clock(h, super::smi::CLK_MEM)).map_or(0, |c| c.max_clk),
+            clock_graphics_mhz: max_clock(smi, h, super::smi::CLK_GFX),
+            clock_mem_mhz: max_clock(smi, h, super::smi::CLK_MEM),
             ecc_enabled: fact(smi.ecc_enabled(h)).is_some_and(|blocks| blocks != 0),
             // µW → W
-            power_limit_w: fact(smi.power_cap(h)).map_or(0, |c| (c.power_cap / 1_000_000) as u32),
+            power_limit_w: fact(smi.power_cap(h))
+                .and_then(|c| known_u64(c.power_cap))
+                .map_or(0, |uw| (uw / 1_000_000) as u32),
             temperature_threshold_c: fact(smi.temperature(h, super::smi::TEMP_CRITICAL))
                 .map_or(0, |t| t.clamp(0, i64::from(u32::MAX)) as u32),
             ..DeviceProps::default()

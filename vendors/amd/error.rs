@@ -1,11 +1,12 @@
 //! AMD SMI failures and their Result codes (the table is in docs/amd.md).
 
+use crate::driver_error::{DriverError, DriverLib};
 use accel_common::Error;
 
 /// amdsmi_status_t (an enum: 4 bytes).
 pub type Status = u32;
 
-/// The amdsmi_status_t values this vendor tells apart (amdsmi.h 24.7.0.0).
+/// The amdsmi_status_t values this vendor tells apart (the same in amdsmi.h 24.7 to 26.x).
 pub mod status {
     use super::Status;
     pub const INVAL: Status = 1;
@@ -22,29 +23,40 @@ pub mod status {
     pub const SETTING_UNAVAILABLE: Status = 55;
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AmdError {
-    #[error("libamd_smi.so could not be loaded ({0}); install ROCm's amd-smi-lib or set ACCELERATOR_AMDSMI_PATH")]
-    NotLoaded(String),
-    #[error("libamd_smi.so lacks the required function {0}")]
-    MissingRequired(&'static str),
-    #[error("this libamd_smi.so does not provide {0}")]
-    MissingOptional(&'static str),
-    #[error("{func} failed: AMD SMI status {status} ({})", describe(*status))]
-    Call { func: &'static str, status: Status },
-}
+/// AMD SMI, as the shared driver error sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmdSmi;
 
-impl AmdError {
-    /// The library or the device cannot do this: callers of optional facts
-    /// turn it into "not available" (0 / empty).
-    pub fn is_unsupported(&self) -> bool {
-        match self {
-            AmdError::MissingOptional(_) => true,
-            AmdError::Call { status, .. } => matches!(
-                *status,
-                status::NOT_SUPPORTED | status::NOT_YET_IMPLEMENTED | status::NO_DATA
-            ),
-            _ => false,
+pub type AmdError = DriverError<AmdSmi>;
+
+impl DriverLib for AmdSmi {
+    type Code = Status;
+    const VENDOR: &'static str = "amd";
+    const FILE: &'static str = "libamd_smi.so";
+    const INSTALL_HINT: &'static str =
+        "; install ROCm's amd-smi-lib or set ACCELERATOR_AMDSMI_PATH";
+    const CODE_NAME: &'static str = "AMD SMI status";
+
+    fn describe(code: Status) -> &'static str {
+        describe(code)
+    }
+
+    fn unsupported(code: Status) -> bool {
+        matches!(
+            code,
+            status::NOT_SUPPORTED | status::NOT_YET_IMPLEMENTED | status::NO_DATA
+        )
+    }
+
+    fn result(code: Status, msg: String) -> Error {
+        match code {
+            status::INVAL => Error::InvalidParam(msg),
+            status::NOT_FOUND => Error::NotFound(msg),
+            status::NOT_SUPPORTED | status::NOT_YET_IMPLEMENTED | status::SETTING_UNAVAILABLE => {
+                Error::NotSupported(msg)
+            }
+            status::OUT_OF_RESOURCES => Error::ResourceExhausted(msg),
+            _ => Error::OperationFailed(msg),
         }
     }
 }
@@ -67,32 +79,13 @@ pub fn describe(s: Status) -> &'static str {
     }
 }
 
-impl From<AmdError> for Error {
-    fn from(e: AmdError) -> Error {
-        let msg = e.to_string();
-        match e {
-            AmdError::NotLoaded(_) | AmdError::MissingRequired(_) => Error::OperationFailed(msg),
-            AmdError::MissingOptional(_) => Error::NotSupported(msg),
-            AmdError::Call { status, .. } => match status {
-                status::INVAL => Error::InvalidParam(msg),
-                status::NOT_FOUND => Error::NotFound(msg),
-                status::NOT_SUPPORTED
-                | status::NOT_YET_IMPLEMENTED
-                | status::SETTING_UNAVAILABLE => Error::NotSupported(msg),
-                status::OUT_OF_RESOURCES => Error::ResourceExhausted(msg),
-                _ => Error::OperationFailed(msg),
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn statuses_map_to_results() {
-        let call = |status| Error::from(AmdError::Call { func: "f", status }).code();
+        let call = |status| Error::from(AmdError::call("f", status)).code();
         use accel_common::ResultCode as C;
         assert_eq!(call(status::INVAL), C::ErrorInvalidParam);
         assert_eq!(call(status::NOT_FOUND), C::ErrorNotFound);

@@ -3,8 +3,11 @@
 //! supported" is the call's error (a GPU reset between calls shows as
 //! AMD SMI's NOT_FOUND on the stale handle: NOT_FOUND here).
 
-use super::discovery::{optional, Dev};
-use super::smi::{ProcInfo, Smi, IOLINK_PCIE, IOLINK_XGMI, LINK_XGMI, TEMP_CURRENT};
+use super::discovery::Dev;
+use super::smi::{LinkKind, Proc, Smi, TEMP_CURRENT};
+use crate::cbuf::known_u32;
+use crate::device_table::process_memory;
+use crate::driver_error::optional;
 use crate::log::log_at;
 use crate::vendor::{ExtendedMetrics, Link, LinkLevel, Metrics, ProcessCompute, ProcessMemory};
 use accel_common::Res;
@@ -14,20 +17,21 @@ const MIB: u64 = 1 << 20;
 pub fn metrics(smi: &Smi, dev: &Dev) -> Res<Metrics> {
     let h = dev.handle;
     let power = optional(smi.power_info(h))?;
-    // MI300 reports the current socket power, earlier parts the average.
-    let power_w = power.map_or(0.0, |p| {
-        f64::from(if p.current_socket_power > 0 {
-            p.current_socket_power
-        } else {
-            p.average_socket_power
-        })
-    });
+    // MI300 reports the current socket power, earlier parts the average;
+    // 0 (the ABI's unknown) where neither is supported.
+    let power_w = power
+        .and_then(|p| p.current.filter(|&w| w > 0).or(p.average))
+        .map_or(0.0, f64::from);
     let temperature_c =
         optional(smi.temperature(h, TEMP_CURRENT))?.map_or(0.0, |t| t.max(0) as f64);
-    let gfx = optional(smi.activity(h))?.map_or(0, |a| a.gfx_activity.min(100));
-    let (used, total) = optional(smi.vram_usage(h))?.map_or((0, 0), |v| {
-        (u64::from(v.vram_used) * MIB, u64::from(v.vram_total) * MIB)
-    });
+    let gfx = optional(smi.activity(h))?
+        .and_then(|a| known_u32(a.gfx_activity))
+        .map_or(0, |a| a.min(100));
+    let (used, total) = optional(smi.vram_usage(h))?
+        .and_then(|v| Some((known_u32(v.vram_used)?, known_u32(v.vram_total)?)))
+        .map_or((0, 0), |(used, total)| {
+            (u64::from(used) * MIB, u64::from(total) * MIB)
+        });
     let (tx, rx) = optional(smi.pci_throughput(h))?.unwrap_or((0, 0));
     Ok(Metrics {
         device_uuid: dev.info.uuid.clone(),
@@ -52,8 +56,9 @@ pub fn extended(smi: &Smi, dev: &Dev) -> Res<ExtendedMetrics> {
         let n = (m.num_links as usize).min(m.links.len());
         m.links[..n]
             .iter()
-            .filter(|l| l.link_type == LINK_XGMI)
-            .map(|l| l.bit_rate.saturating_mul(125))
+            .filter(|l| l.link_type == smi.layout.metrics_link_xgmi)
+            .filter_map(|l| known_u32(l.bit_rate))
+            .map(|rate| rate.saturating_mul(125))
             .collect()
     });
     let pcie_mbps = optional(smi.pci_throughput(h))?
@@ -76,8 +81,8 @@ pub fn link(smi: &Smi, a: &Dev, b: &Dev) -> Res<Option<Link>> {
         return Ok(None);
     };
     let (connection_type, level) = match kind {
-        IOLINK_XGMI => ("XGMI", LinkLevel::Internal),
-        IOLINK_PCIE => (
+        LinkKind::Xgmi => ("XGMI", LinkLevel::Internal),
+        LinkKind::Pcie => (
             "PCIe",
             match hops {
                 0 | 1 => LinkLevel::SingleSwitch,
@@ -88,9 +93,9 @@ pub fn link(smi: &Smi, a: &Dev, b: &Dev) -> Res<Option<Link>> {
                 _ => LinkLevel::System,
             },
         ),
-        _ => ("Unknown", LinkLevel::Unknown),
+        LinkKind::Other => ("Unknown", LinkLevel::Unknown),
     };
-    let bandwidth_mbps = if kind == IOLINK_XGMI {
+    let bandwidth_mbps = if kind == LinkKind::Xgmi {
         optional(smi.minmax_bandwidth(a.handle, b.handle))?
             .map_or(0, |(_, max)| u32::try_from(max).unwrap_or(u32::MAX))
     } else {
@@ -116,7 +121,7 @@ pub fn links(smi: &Smi, dev: &Dev, peers: &[&Dev]) -> Res<Vec<Link>> {
 /// The processes AMD SMI lists on each device, mapped by `f`. A device
 /// whose list fails (a GPU reset, AMD SMI failing mid-list) is left out
 /// with a warning, so one failing GPU does not hide the others' processes.
-fn per_device<T>(smi: &Smi, devs: &[&Dev], f: impl Fn(&Dev, &ProcInfo) -> T) -> Vec<T> {
+fn per_device<T>(smi: &Smi, devs: &[&Dev], f: impl Fn(&Dev, &Proc) -> T) -> Vec<T> {
     let mut out = Vec::new();
     for dev in devs {
         match optional(smi.processes(dev.handle)) {
@@ -133,19 +138,7 @@ fn per_device<T>(smi: &Smi, devs: &[&Dev], f: impl Fn(&Dev, &ProcInfo) -> T) -> 
 
 pub fn driver_memory(smi: &Smi, devs: &[&Dev]) -> Vec<ProcessMemory> {
     per_device(smi, devs, |dev, p| {
-        let used = p.memory_usage.vram_mem;
-        let total = dev.info.total_memory_bytes;
-        ProcessMemory {
-            process_id: p.pid.to_string(),
-            device_uuid: dev.info.uuid.clone(),
-            used_bytes: used,
-            reserved_bytes: 0,
-            utilization_percent: if total > 0 {
-                (used as f64 * 100.0 / total as f64).min(100.0)
-            } else {
-                0.0
-            },
-        }
+        process_memory(&dev.info, p.pid, p.vram_bytes)
     })
 }
 

@@ -9,78 +9,44 @@
 
 mod discovery;
 mod error;
+mod layout;
 mod metrics;
 mod partition;
 mod smi;
 
-use crate::fork_lock::{self, ForkMutex};
+/// `DRIVER` serializes AMD SMI calls, `PARTITION` a mode change (an idle
+/// check and the change: the driver arbitrates between processes).
+mod locks {
+    crate::fork_lock::driver_locks!();
+}
+
+use crate::device_table::{links_of, Devices};
 use crate::log::log_at;
 use crate::vendor::*;
 use accel_common::{Error, Res};
 use discovery::Dev;
-use std::sync::atomic::AtomicBool;
 
 /// Load libamd_smi.so (once), initialise it for GPUs and describe them. A
 /// missing library, a failing `amdsmi_init` or a missing required symbol
 /// is an error here, which the selector logs and turns into 0 devices.
 pub fn open() -> Res<Box<dyn Vendor>> {
-    static FORK_HANDLERS: AtomicBool = AtomicBool::new(false);
-    fork_lock::install(hold_for_fork, &FORK_HANDLERS);
+    locks::install_fork_handlers();
     let smi = smi::shared()?;
-    if !smi.missing.is_empty() {
-        log_at!(
-            Info,
-            "amd: {} lacks optional functions {}; what needs them is reported unsupported",
-            smi.path,
-            smi.missing.join(", ")
-        );
-    }
-    let devices = discovery::discover(smi).inspect_err(|_| smi.shut_down())?;
-    log_at!(Debug, "amd: {} loaded, {} GPUs", smi.path, devices.len());
+    smi.syms.log_missing("amd");
+    let devices = Devices::new(discovery::discover(smi).inspect_err(|_| smi.shut_down())?);
+    log_at!(
+        Debug,
+        "amd: {} (AMD SMI {}) loaded, {} GPUs",
+        smi.syms.path,
+        smi.version,
+        devices.len()
+    );
     Ok(Box::new(Amd { smi, devices }))
 }
 
 struct Amd {
     smi: &'static smi::Smi,
-    devices: Vec<Dev>,
-}
-
-/// Serializes this process's idle check + mode change (the driver
-/// arbitrates between processes).
-static PARTITION: ForkMutex<()> = ForkMutex::new(());
-
-/// Before `fork()`: hold this vendor's locks, outer first (a mode change
-/// calls AMD SMI, whose lock it takes, inside [`PARTITION`]), so a child
-/// forked while another thread is inside starts with both free.
-extern "C" fn hold_for_fork() {
-    PARTITION.hold();
-    smi::LOCK.hold();
-}
-
-impl Amd {
-    fn at(&self, index: usize) -> Res<&Dev> {
-        self.devices
-            .get(index)
-            .ok_or_else(|| Error::NotFound(format!("device index {index}")))
-    }
-
-    fn infos(&self) -> Vec<DeviceInfo> {
-        self.devices.iter().map(|d| d.info.clone()).collect()
-    }
-
-    fn by_uuid(&self, uuid: &str) -> Res<&Dev> {
-        self.devices
-            .iter()
-            .find(|d| d.info.uuid == uuid)
-            .ok_or_else(|| Error::NotFound(format!("device {uuid:?}")))
-    }
-
-    fn covered(&self, query: &ProcessQuery) -> Vec<&Dev> {
-        self.devices
-            .iter()
-            .filter(|d| query.covers_device(&d.info.uuid))
-            .collect()
-    }
+    devices: Devices<Dev>,
 }
 
 /// Why there is no snapshot (docs/amd.md: CRIU's amdgpu plugin).
@@ -93,31 +59,23 @@ impl Vendor for Amd {
     }
 
     fn devices(&self) -> Res<Vec<DeviceInfo>> {
-        Ok(self.infos())
+        Ok(self.devices.infos())
     }
 
     fn related_devices(&self, index: usize) -> Res<Vec<Link>> {
-        let dev = self.at(index)?;
-        let peers: Vec<&Dev> = self.devices.iter().collect();
-        metrics::links(self.smi, dev, &peers)
+        let dev = self.devices.at(index)?;
+        metrics::links(self.smi, dev, &self.devices.all())
     }
 
     fn partition_templates(&self, index: usize) -> Res<Vec<Template>> {
-        Ok(partition::templates(self.at(index)?))
+        Ok(partition::templates(self.devices.at(index)?))
     }
 
     fn topology(&self, indices: &[usize]) -> Res<Topology> {
-        let chosen: Vec<&Dev> = indices.iter().map(|&i| self.at(i)).collect::<Res<_>>()?;
-        let mut devices = Vec::with_capacity(chosen.len());
-        for dev in &chosen {
-            devices.push(DeviceTopology {
-                uuid: dev.info.uuid.clone(),
-                numa_node: dev.info.numa_node,
-                connections: metrics::links(self.smi, dev, &chosen)?,
-            });
-        }
-        let pairs = chosen.len() * chosen.len().saturating_sub(1);
-        let links: Vec<&Link> = devices.iter().flat_map(|d| &d.connections).collect();
+        let (devices, pairs) = self
+            .devices
+            .topology(indices, |dev, chosen| metrics::links(self.smi, dev, chosen))?;
+        let links = links_of(&devices);
         let topology_type = if pairs == 0 {
             "Single"
         } else if links.len() == pairs && links.iter().all(|l| l.connection_type == "XGMI") {
@@ -142,14 +100,14 @@ impl Vendor for Amd {
     }
 
     fn assign_partition(&self, template_id: &str, device_uuid: &str) -> Res<Partition> {
-        let dev = self.by_uuid(device_uuid)?;
-        let _g = PARTITION.lock();
+        let dev = self.devices.by_uuid(device_uuid)?;
+        let _g = locks::PARTITION.lock();
         partition::assign(self.smi, dev, template_id)
     }
 
     fn remove_partition(&self, template_id: &str, device_uuid: &str) -> Res<()> {
-        let dev = self.by_uuid(device_uuid)?;
-        let _g = PARTITION.lock();
+        let dev = self.devices.by_uuid(device_uuid)?;
+        let _g = locks::PARTITION.lock();
         partition::remove(self.smi, dev, template_id)
     }
 
@@ -162,24 +120,24 @@ impl Vendor for Amd {
     }
 
     fn process_compute(&self, query: &ProcessQuery) -> Res<Vec<ProcessCompute>> {
-        let driver = metrics::driver_compute(self.smi, &self.covered(query));
-        crate::usage::merge_compute(driver, &self.infos(), query)
+        let driver = metrics::driver_compute(self.smi, &self.devices.covered(query));
+        crate::usage::merge_compute(driver, &self.devices.infos(), query)
     }
 
     fn process_memory(&self, query: &ProcessQuery) -> Res<Vec<ProcessMemory>> {
-        let driver = metrics::driver_memory(self.smi, &self.covered(query));
-        crate::usage::merge_memory(driver, &self.infos(), query)
+        let driver = metrics::driver_memory(self.smi, &self.devices.covered(query));
+        crate::usage::merge_memory(driver, &self.devices.infos(), query)
     }
 
     fn metrics(&self, device_uuid: &str) -> Res<Metrics> {
-        metrics::metrics(self.smi, self.by_uuid(device_uuid)?)
+        metrics::metrics(self.smi, self.devices.by_uuid(device_uuid)?)
     }
 
     fn extended_metrics(&self, device_uuid: &str) -> Res<ExtendedMetrics> {
-        metrics::extended(self.smi, self.by_uuid(device_uuid)?)
+        metrics::extended(self.smi, self.devices.by_uuid(device_uuid)?)
     }
 
-    /// AMD SMI 24.7's calls report per device, not per compute partition.
+    /// The AMD SMI calls used report per device, not per compute partition.
     fn partition_metrics(&self, uuid: &str) -> Res<Metrics> {
         Err(Error::NotFound(format!(
             "{uuid:?}: AMD SMI reports no per-partition figures here"

@@ -4,8 +4,9 @@
 //! refuses it while any process uses the device, and afterwards each
 //! compute partition is a logical GPU of its own (docs/amd.md).
 
-use super::discovery::{optional, sysfs_dir, Dev};
+use super::discovery::{sysfs_dir, Dev};
 use super::smi::{Handle, Smi};
+use crate::driver_error::optional;
 use crate::log::log_at;
 use crate::vendor::{Partition, Template};
 use accel_common::{Error, Res};
@@ -45,12 +46,14 @@ const COMPUTE: &[(u32, &str, u32)] = &[
     (4, "QPX", 4),
     (5, "CPX", 0),
 ];
-/// amdsmi_memory_partition_type_t and its amdsmi_nps_caps_t bit.
-const MEMORY: &[(u32, &str, u32, u32)] = &[
-    (1, "NPS1", 1, 0),
-    (2, "NPS2", 2, 1),
-    (3, "NPS4", 4, 2),
-    (4, "NPS8", 8, 3),
+/// The memory partition modes, their partition count and amdsmi_nps_caps_t
+/// bit; their amdsmi_memory_partition_type_t values are the version's
+/// (`Layout::nps`, in this order).
+const MEMORY: [(&str, u32, u32); 4] = [
+    ("NPS1", 1, 0),
+    ("NPS2", 2, 1),
+    ("NPS4", 4, 2),
+    ("NPS8", 8, 3),
 ];
 
 /// XCDs per device by PCI device ID, for the CPX partition count when the
@@ -68,7 +71,7 @@ impl Modes {
     /// The current modes from AMD SMI; the supported memory modes from the
     /// current accelerator profile's `memory_caps`; the supported compute
     /// modes from the kernel's `available_compute_partition`, which AMD SMI
-    /// 24.7 has no call for.
+    /// 24.7 had no call for.
     pub fn read(smi: &Smi, h: Handle, bdf: &str) -> Modes {
         let fact = |r| {
             optional(r).unwrap_or_else(|e| {
@@ -80,6 +83,7 @@ impl Modes {
         let current_memory = fact(smi.memory_partition(h));
         let profile = optional(smi.partition_profile(h)).ok().flatten();
         let device_id = smi.asic_info(h).ok().map(|a| a.device_id);
+        let nps = smi.layout.nps;
         let mut out = Modes {
             current_compute,
             current_memory,
@@ -121,7 +125,7 @@ impl Modes {
         }
         if out.current_memory.is_some() {
             if let Some(p) = profile {
-                for &(value, name, parts, bit) in MEMORY {
+                for (&(name, parts, bit), &value) in MEMORY.iter().zip(&nps) {
                     if p.memory_caps & (1 << bit) != 0 {
                         out.memory.push(Mode { value, name, parts });
                     }
@@ -225,7 +229,7 @@ fn set(smi: &Smi, dev: &Dev, kind: Kind, mode: Mode) -> Res<()> {
     };
     r.map_err(|e| match e {
         super::error::AmdError::Call {
-            status: super::error::status::BUSY,
+            code: super::error::status::BUSY,
             ..
         } => Error::OperationFailed(format!(
             "device {:?} is busy: the driver refused {}: {e}",

@@ -2,17 +2,19 @@
 //! symbol table, and one safe wrapper per function. This is the only module
 //! of the AMD vendor with `unsafe`.
 //!
-//! Declarations follow `amd_smi/amdsmi.h` of AMD SMI 24.7.0.0 (ROCm 6.3);
-//! `tests::layouts` and c-tests/amd_layout.c check every size and offset
-//! used against the figures that header gives (docs/amd.md). Calls are
-//! serialized on one mutex. The `Library` lives in a static and is never
-//! unloaded, so processor handles and function pointers stay valid.
+//! The library's version is read first and picks the layout of every
+//! structure that changed between versions (`layout.rs`); those are read
+//! by offset from a buffer sized for that layout plus headroom. The
+//! structures every supported version shares are declared here, as
+//! `amd_smi/amdsmi.h` lays them out; `tests::layouts` and
+//! c-tests/amd_layout.c check their sizes and offsets (docs/amd.md). Calls
+//! are serialized on one mutex. The library (`Symbols`) lives in a static and is
+//! never unloaded, so processor handles and function pointers stay valid.
 
 use super::error::{AmdError, Status};
-pub use crate::dynlib::c_str;
-use crate::dynlib::{sym, Zeroed};
-use crate::fork_lock::ForkMutex;
-use libloading::Library;
+use super::layout::{self, Layout};
+use crate::cbuf::{c_str, known_u32, OutBuf, Padded, Zeroed};
+use crate::dynlib::{optional, required, Symbols};
 use std::ffi::{c_char, c_uint, c_void};
 use std::sync::OnceLock;
 
@@ -20,8 +22,12 @@ use std::sync::OnceLock;
 /// the bare names are left to the dynamic loader's path.
 pub const SEARCH_PATHS: &[&str] = &[
     "/opt/rocm/lib/libamd_smi.so",
+    "/opt/rocm/lib/libamd_smi.so.26",
+    "/opt/rocm/lib/libamd_smi.so.25",
     "/opt/rocm/lib/libamd_smi.so.24",
     "libamd_smi.so",
+    "libamd_smi.so.26",
+    "libamd_smi.so.25",
     "libamd_smi.so.24",
 ];
 pub const PATH_ENV: &str = "ACCELERATOR_AMDSMI_PATH";
@@ -39,62 +45,10 @@ pub const TEMP_CRITICAL: u32 = 5;
 /// amdsmi_clk_type_t.
 pub const CLK_GFX: u32 = 0;
 pub const CLK_MEM: u32 = 4;
-/// amdsmi_io_link_type_t.
-pub const IOLINK_PCIE: u32 = 1;
-pub const IOLINK_XGMI: u32 = 2;
-/// amdsmi_link_type_t (link metrics; numbered differently from the above).
-pub const LINK_XGMI: u32 = 1;
 /// Processes offered to amdsmi_get_gpu_process_list per try.
 const MAX_PROCS: usize = 256;
 
 // ---------------------------------------------------------------- structs
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct AsicInfo {
-    pub market_name: [u8; 256],
-    pub vendor_id: u32,
-    pub vendor_name: [u8; 64],
-    pub subvendor_id: u32,
-    pub device_id: u64,
-    pub rev_id: u32,
-    pub asic_serial: [u8; 32],
-    pub oam_id: u32,
-    /// 0xFFFFFFFF when not supported.
-    pub num_of_compute_units: u32,
-    pub target_graphics_version: u64,
-    pub reserved: [u32; 15],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct VramInfo {
-    /// amdsmi_vram_type_t
-    pub vram_type: u32,
-    pub vram_vendor: u32,
-    /// MB
-    pub vram_size: u64,
-    pub vram_bit_width: u32,
-    pub reserved: [u64; 5],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct DriverInfo {
-    pub driver_version: [u8; 64],
-    pub driver_date: [u8; 64],
-    pub driver_name: [u8; 64],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct VbiosInfo {
-    pub name: [u8; 64],
-    pub build_date: [u8; 32],
-    pub part_number: [u8; 64],
-    pub version: [u8; 32],
-    pub reserved: [u32; 16],
-}
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -145,20 +99,6 @@ pub struct PowerCapInfo {
 
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct PowerInfo {
-    /// W (MI300 series)
-    pub current_socket_power: u32,
-    /// W (MI200 series and earlier)
-    pub average_socket_power: u32,
-    pub gfx_voltage: u32,
-    pub soc_voltage: u32,
-    pub mem_voltage: u32,
-    pub power_limit: u32,
-    pub reserved: [u32; 11],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
 pub struct ClkInfo {
     /// MHz
     pub clk: u32,
@@ -190,38 +130,6 @@ pub struct VramUsage {
 
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct ProcEngineUsage {
-    /// ns the process spent on the engine
-    pub gfx: u64,
-    pub enc: u64,
-    pub reserved: [u32; 12],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ProcMemoryUsage {
-    /// bytes
-    pub gtt_mem: u64,
-    pub cpu_mem: u64,
-    pub vram_mem: u64,
-    pub reserved: [u32; 10],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ProcInfo {
-    pub name: [u8; 32],
-    pub pid: u32,
-    /// bytes
-    pub mem: u64,
-    pub engine_usage: ProcEngineUsage,
-    pub memory_usage: ProcMemoryUsage,
-    pub container_name: [u8; 32],
-    pub reserved: [u32; 4],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
 pub struct LinkEntry {
     /// amdsmi_bdf_t of the peer.
     pub bdf: u64,
@@ -244,33 +152,60 @@ pub struct LinkMetrics {
     pub reserved: [u64; 7],
 }
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct PartitionProfile {
-    /// amdsmi_accelerator_partition_type_t
-    pub profile_type: u32,
-    pub num_partitions: u32,
-    pub profile_index: u32,
-    /// amdsmi_nps_caps_t: bit 0 NPS1, 1 NPS2, 2 NPS4, 3 NPS8.
-    pub memory_caps: u32,
-    pub num_resources: u32,
-    pub resources: [[u32; 32]; 8],
-    pub reserved: [u64; 6],
-}
-
-impl Zeroed for AsicInfo {}
-impl Zeroed for VramInfo {}
-impl Zeroed for DriverInfo {}
-impl Zeroed for VbiosInfo {}
 impl Zeroed for PcieInfo {}
 impl Zeroed for PowerCapInfo {}
-impl Zeroed for PowerInfo {}
 impl Zeroed for ClkInfo {}
 impl Zeroed for EngineUsage {}
 impl Zeroed for VramUsage {}
-impl Zeroed for ProcInfo {}
 impl Zeroed for LinkMetrics {}
-impl Zeroed for PartitionProfile {}
+
+// ------------------------------------------- what the versioned structures say
+
+/// What this vendor reads of amdsmi_asic_info_t.
+pub struct Asic {
+    pub market_name: String,
+    pub device_id: u64,
+    /// None where AMD SMI marks it not supported.
+    pub compute_units: Option<u32>,
+}
+
+/// What this vendor reads of amdsmi_vram_info_t.
+pub struct Vram {
+    /// amdsmi_vram_type_t
+    pub vram_type: u32,
+    pub size_mb: u64,
+}
+
+/// Socket power in W, each None where AMD SMI marks it not supported:
+/// MI300 reports the current power, MI200 and earlier the average.
+pub struct Power {
+    pub current: Option<u32>,
+    pub average: Option<u32>,
+}
+
+/// One process of amdsmi_get_gpu_process_list.
+pub struct Proc {
+    pub pid: u32,
+    pub vram_bytes: u64,
+}
+
+/// The current accelerator partition profile.
+#[derive(Clone, Copy)]
+pub struct Profile {
+    /// amdsmi_accelerator_partition_type_t
+    pub profile_type: u32,
+    pub num_partitions: u32,
+    /// amdsmi_nps_caps_t: bit 0 NPS1, 1 NPS2, 2 NPS4, 3 NPS8.
+    pub memory_caps: u32,
+}
+
+/// What amdsmi_topo_get_link_type says connects two GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKind {
+    Pcie,
+    Xgmi,
+    Other,
+}
 
 // ---------------------------------------------------------------- symbols
 
@@ -289,12 +224,15 @@ type FnClock = unsafe extern "C" fn(H, u32, *mut ClkInfo) -> Status;
 type FnPowerCap = unsafe extern "C" fn(H, u32, *mut PowerCapInfo) -> Status;
 type FnTemp = unsafe extern "C" fn(H, u32, u32, *mut i64) -> Status;
 type FnThroughput = unsafe extern "C" fn(H, *mut u64, *mut u64, *mut u64) -> Status;
-type FnProcs = unsafe extern "C" fn(H, *mut u32, *mut ProcInfo) -> Status;
+/// A function filling a structure whose layout depends on the version.
+type FnRaw = unsafe extern "C" fn(H, *mut c_void) -> Status;
+type FnVersion = unsafe extern "C" fn(*mut c_void) -> Status;
+type FnProcs = unsafe extern "C" fn(H, *mut u32, *mut c_void) -> Status;
 type FnLinkType = unsafe extern "C" fn(H, H, *mut u64, *mut u32) -> Status;
 type FnMinMax = unsafe extern "C" fn(H, H, *mut u64, *mut u64) -> Status;
 type FnGetMode = unsafe extern "C" fn(H, *mut c_char, u32) -> Status;
 type FnSetMode = unsafe extern "C" fn(H, u32) -> Status;
-type FnProfile = unsafe extern "C" fn(H, *mut PartitionProfile, *mut u32) -> Status;
+type FnProfile = unsafe extern "C" fn(H, *mut c_void, *mut u32) -> Status;
 
 struct Required {
     socket_handles: FnSockets,
@@ -307,17 +245,17 @@ struct Required {
 struct Optional {
     shut_down: Option<unsafe extern "C" fn() -> Status>,
     bdf: Option<FnOut<u64>>,
-    asic_info: Option<FnOut<AsicInfo>>,
-    vram_info: Option<FnOut<VramInfo>>,
-    driver_info: Option<FnOut<DriverInfo>>,
-    vbios_info: Option<FnOut<VbiosInfo>>,
+    asic_info: Option<FnRaw>,
+    vram_info: Option<FnRaw>,
+    driver_info: Option<FnRaw>,
+    vbios_info: Option<FnRaw>,
     pcie_info: Option<FnOut<PcieInfo>>,
     numa_affinity: Option<FnOut<i32>>,
     power_cap: Option<FnPowerCap>,
     clock_info: Option<FnClock>,
     ecc_enabled: Option<FnOut<u64>>,
     temp: Option<FnTemp>,
-    power_info: Option<FnOut<PowerInfo>>,
+    power_info: Option<FnRaw>,
     activity: Option<FnOut<EngineUsage>>,
     vram_usage: Option<FnOut<VramUsage>>,
     pci_throughput: Option<FnThroughput>,
@@ -332,17 +270,13 @@ struct Optional {
     partition_profile: Option<FnProfile>,
 }
 
-/// Serializes this process's AMD SMI calls (one library per process:
-/// `shared`). Held around `fork()` by the vendor's fork handler (`mod.rs`).
-pub(super) static LOCK: ForkMutex<()> = ForkMutex::new(());
-
 pub struct Smi {
-    _lib: Library,
+    pub syms: Symbols,
     req: Required,
     opt: Optional,
-    pub path: String,
-    /// Optional symbols this library lacks (for the log and the docs).
-    pub missing: Vec<&'static str>,
+    /// The library's version, as it reports it, and its layouts.
+    pub version: String,
+    pub layout: &'static Layout,
 }
 
 type R<T> = Result<T, AmdError>;
@@ -351,89 +285,84 @@ fn check(func: &'static str, status: Status) -> R<()> {
     if status == 0 {
         Ok(())
     } else {
-        Err(AmdError::Call { func, status })
+        Err(AmdError::call(func, status))
     }
 }
 
 impl Smi {
     fn load() -> R<Smi> {
-        let (lib, path) =
-            crate::dynlib::open(PATH_ENV, SEARCH_PATHS).map_err(AmdError::NotLoaded)?;
-        macro_rules! required {
-            ($name:literal) => {
-                // SAFETY: the type is the signature amdsmi.h declares for $name.
-                unsafe { sym(&lib, $name) }.ok_or(AmdError::MissingRequired($name))?
-            };
-        }
-        // SAFETY: amdsmi_status_t amdsmi_init(uint64_t init_flags).
-        let init: FnInit = required!("amdsmi_init");
+        let mut syms = Symbols::open(PATH_ENV, SEARCH_PATHS).map_err(AmdError::NotLoaded)?;
+        let init: FnInit = required!(syms, "amdsmi_init");
+        let lib_version: FnVersion = required!(syms, "amdsmi_get_lib_version");
         let req = Required {
-            socket_handles: required!("amdsmi_get_socket_handles"),
-            processor_handles: required!("amdsmi_get_processor_handles"),
-            processor_type: required!("amdsmi_get_processor_type"),
-            uuid: required!("amdsmi_get_gpu_device_uuid"),
+            socket_handles: required!(syms, "amdsmi_get_socket_handles"),
+            processor_handles: required!(syms, "amdsmi_get_processor_handles"),
+            processor_type: required!(syms, "amdsmi_get_processor_type"),
+            uuid: required!(syms, "amdsmi_get_gpu_device_uuid"),
         };
-        let mut missing = Vec::new();
-        macro_rules! optional {
-            ($name:literal) => {{
-                // SAFETY: the type is the signature amdsmi.h declares for $name.
-                let f = unsafe { sym(&lib, $name) };
-                if f.is_none() {
-                    missing.push($name);
-                }
-                f
-            }};
-        }
         let opt = Optional {
-            shut_down: optional!("amdsmi_shut_down"),
-            bdf: optional!("amdsmi_get_gpu_device_bdf"),
-            asic_info: optional!("amdsmi_get_gpu_asic_info"),
-            vram_info: optional!("amdsmi_get_gpu_vram_info"),
-            driver_info: optional!("amdsmi_get_gpu_driver_info"),
-            vbios_info: optional!("amdsmi_get_gpu_vbios_info"),
-            pcie_info: optional!("amdsmi_get_pcie_info"),
-            numa_affinity: optional!("amdsmi_get_gpu_topo_numa_affinity"),
-            power_cap: optional!("amdsmi_get_power_cap_info"),
-            clock_info: optional!("amdsmi_get_clock_info"),
-            ecc_enabled: optional!("amdsmi_get_gpu_ecc_enabled"),
-            temp: optional!("amdsmi_get_temp_metric"),
-            power_info: optional!("amdsmi_get_power_info"),
-            activity: optional!("amdsmi_get_gpu_activity"),
-            vram_usage: optional!("amdsmi_get_gpu_vram_usage"),
-            pci_throughput: optional!("amdsmi_get_gpu_pci_throughput"),
-            link_metrics: optional!("amdsmi_get_link_metrics"),
-            process_list: optional!("amdsmi_get_gpu_process_list"),
-            link_type: optional!("amdsmi_topo_get_link_type"),
-            minmax_bandwidth: optional!("amdsmi_get_minmax_bandwidth_between_processors"),
-            get_compute_partition: optional!("amdsmi_get_gpu_compute_partition"),
-            set_compute_partition: optional!("amdsmi_set_gpu_compute_partition"),
-            get_memory_partition: optional!("amdsmi_get_gpu_memory_partition"),
-            set_memory_partition: optional!("amdsmi_set_gpu_memory_partition"),
-            partition_profile: optional!("amdsmi_get_gpu_accelerator_partition_profile"),
+            shut_down: optional!(syms, "amdsmi_shut_down"),
+            bdf: optional!(syms, "amdsmi_get_gpu_device_bdf"),
+            asic_info: optional!(syms, "amdsmi_get_gpu_asic_info"),
+            vram_info: optional!(syms, "amdsmi_get_gpu_vram_info"),
+            driver_info: optional!(syms, "amdsmi_get_gpu_driver_info"),
+            vbios_info: optional!(syms, "amdsmi_get_gpu_vbios_info"),
+            pcie_info: optional!(syms, "amdsmi_get_pcie_info"),
+            numa_affinity: optional!(syms, "amdsmi_get_gpu_topo_numa_affinity"),
+            power_cap: optional!(syms, "amdsmi_get_power_cap_info"),
+            clock_info: optional!(syms, "amdsmi_get_clock_info"),
+            ecc_enabled: optional!(syms, "amdsmi_get_gpu_ecc_enabled"),
+            temp: optional!(syms, "amdsmi_get_temp_metric"),
+            power_info: optional!(syms, "amdsmi_get_power_info"),
+            activity: optional!(syms, "amdsmi_get_gpu_activity"),
+            vram_usage: optional!(syms, "amdsmi_get_gpu_vram_usage"),
+            pci_throughput: optional!(syms, "amdsmi_get_gpu_pci_throughput"),
+            link_metrics: optional!(syms, "amdsmi_get_link_metrics"),
+            process_list: optional!(syms, "amdsmi_get_gpu_process_list"),
+            link_type: optional!(syms, "amdsmi_topo_get_link_type"),
+            minmax_bandwidth: optional!(syms, "amdsmi_get_minmax_bandwidth_between_processors"),
+            get_compute_partition: optional!(syms, "amdsmi_get_gpu_compute_partition"),
+            set_compute_partition: optional!(syms, "amdsmi_set_gpu_compute_partition"),
+            get_memory_partition: optional!(syms, "amdsmi_get_gpu_memory_partition"),
+            set_memory_partition: optional!(syms, "amdsmi_set_gpu_memory_partition"),
+            partition_profile: optional!(syms, "amdsmi_get_gpu_accelerator_partition_profile"),
         };
         // SAFETY: documented signature; GPUs only, as the issue asks.
         check("amdsmi_init", unsafe { init(INIT_AMD_GPUS) })?;
+        let (version, layout) = match version_of(lib_version) {
+            Ok((version, Some(layout))) => (version, layout),
+            Ok((found, None)) => {
+                shut_down(opt.shut_down);
+                return Err(AmdError::Refused(format!(
+                    "{} is AMD SMI {found}, whose structure layouts this build does not know; \
+                     it reads AMD SMI {}",
+                    syms.path,
+                    layout::supported()
+                )));
+            }
+            Err(e) => {
+                shut_down(opt.shut_down);
+                return Err(e);
+            }
+        };
         Ok(Smi {
-            _lib: lib,
+            syms,
             req,
             opt,
-            path,
-            missing,
+            version,
+            layout,
         })
     }
 
-    /// Run `f` with the AMD SMI lock held.
+    /// Run `f` with the AMD SMI lock held (one library per process:
+    /// `shared`).
     fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _g = LOCK.lock();
-        f()
+        super::locks::DRIVER.run(f)
     }
 
     /// `amdsmi_shut_down`, when discovery gives up after a successful init.
     pub fn shut_down(&self) {
-        if let Some(f) = self.opt.shut_down {
-            // SAFETY: documented signature, no arguments.
-            let _ = self.call(|| unsafe { f() });
-        }
+        self.call(|| shut_down(self.opt.shut_down));
     }
 
     /// Whether any live figure can be read.
@@ -491,29 +420,75 @@ impl Smi {
         Ok(c_str(&buf))
     }
 
-    /// One call of an optional `f(handle, *out)` function.
+    /// One call of an optional `f(handle, *out)` function, into a T with
+    /// headroom behind it.
     fn out<T: Zeroed>(&self, f: Option<FnOut<T>>, name: &'static str, h: Handle) -> R<T> {
         let f = f.ok_or(AmdError::MissingOptional(name))?;
-        let mut v = T::zeroed();
-        // SAFETY: `f` has this signature; `v` is a T to fill.
-        let rc = self.call(|| unsafe { f(ptr(h), &mut v) });
-        check(name, rc).map(|()| v)
+        let mut v = Padded::<T>::new();
+        // SAFETY: `f` has this signature; `v` is a T (and room) to fill.
+        let rc = self.call(|| unsafe { f(ptr(h), v.ptr()) });
+        check(name, rc).map(|()| v.value)
+    }
+
+    /// One call of an optional `f(handle, *out)` function whose structure
+    /// is `size` bytes in this version.
+    fn raw(&self, f: Option<FnRaw>, name: &'static str, h: Handle, size: usize) -> R<OutBuf> {
+        let f = f.ok_or(AmdError::MissingOptional(name))?;
+        let mut b = OutBuf::new(size);
+        // SAFETY: `b` holds this version's structure and headroom.
+        let rc = self.call(|| unsafe { f(ptr(h), b.ptr()) });
+        check(name, rc).map(|()| b)
     }
 
     pub fn bdf(&self, h: Handle) -> R<u64> {
         self.out(self.opt.bdf, "amdsmi_get_gpu_device_bdf", h)
     }
-    pub fn asic_info(&self, h: Handle) -> R<AsicInfo> {
-        self.out(self.opt.asic_info, "amdsmi_get_gpu_asic_info", h)
+    pub fn asic_info(&self, h: Handle) -> R<Asic> {
+        let l = self.layout;
+        let b = self.raw(
+            self.opt.asic_info,
+            "amdsmi_get_gpu_asic_info",
+            h,
+            l.asic_size,
+        )?;
+        Ok(Asic {
+            market_name: b.str(0, 256),
+            device_id: b.u64(l.asic_device_id),
+            compute_units: known_u32(b.u32(l.asic_cus)),
+        })
     }
-    pub fn vram_info(&self, h: Handle) -> R<VramInfo> {
-        self.out(self.opt.vram_info, "amdsmi_get_gpu_vram_info", h)
+    pub fn vram_info(&self, h: Handle) -> R<Vram> {
+        let l = self.layout;
+        let b = self.raw(
+            self.opt.vram_info,
+            "amdsmi_get_gpu_vram_info",
+            h,
+            l.vram_size_of,
+        )?;
+        Ok(Vram {
+            vram_type: b.u32(0),
+            size_mb: b.u64(l.vram_size),
+        })
     }
-    pub fn driver_info(&self, h: Handle) -> R<DriverInfo> {
-        self.out(self.opt.driver_info, "amdsmi_get_gpu_driver_info", h)
+    pub fn driver_version(&self, h: Handle) -> R<String> {
+        let l = self.layout;
+        let b = self.raw(
+            self.opt.driver_info,
+            "amdsmi_get_gpu_driver_info",
+            h,
+            l.driver_size,
+        )?;
+        Ok(b.str(0, l.driver_version_len))
     }
-    pub fn vbios_info(&self, h: Handle) -> R<VbiosInfo> {
-        self.out(self.opt.vbios_info, "amdsmi_get_gpu_vbios_info", h)
+    pub fn vbios_version(&self, h: Handle) -> R<String> {
+        let l = self.layout;
+        let b = self.raw(
+            self.opt.vbios_info,
+            "amdsmi_get_gpu_vbios_info",
+            h,
+            l.vbios_size,
+        )?;
+        Ok(b.str(l.vbios_version, l.vbios_version_len))
     }
     pub fn pcie_info(&self, h: Handle) -> R<PcieInfo> {
         self.out(self.opt.pcie_info, "amdsmi_get_pcie_info", h)
@@ -529,8 +504,18 @@ impl Smi {
     pub fn ecc_enabled(&self, h: Handle) -> R<u64> {
         self.out(self.opt.ecc_enabled, "amdsmi_get_gpu_ecc_enabled", h)
     }
-    pub fn power_info(&self, h: Handle) -> R<PowerInfo> {
-        self.out(self.opt.power_info, "amdsmi_get_power_info", h)
+    pub fn power_info(&self, h: Handle) -> R<Power> {
+        let l = self.layout;
+        let b = self.raw(
+            self.opt.power_info,
+            "amdsmi_get_power_info",
+            h,
+            l.power_size,
+        )?;
+        Ok(Power {
+            current: known_u32(b.u32(l.power_current)),
+            average: known_u32(b.u32(l.power_average)),
+        })
     }
     pub fn activity(&self, h: Handle) -> R<EngineUsage> {
         self.out(self.opt.activity, "amdsmi_get_gpu_activity", h)
@@ -545,20 +530,20 @@ impl Smi {
     pub fn power_cap(&self, h: Handle) -> R<PowerCapInfo> {
         let name = "amdsmi_get_power_cap_info";
         let f = self.opt.power_cap.ok_or(AmdError::MissingOptional(name))?;
-        let mut v = PowerCapInfo::zeroed();
+        let mut v = Padded::<PowerCapInfo>::new();
         // SAFETY: documented signature; sensor 0.
-        let rc = self.call(|| unsafe { f(ptr(h), 0, &mut v) });
-        check(name, rc).map(|()| v)
+        let rc = self.call(|| unsafe { f(ptr(h), 0, v.ptr()) });
+        check(name, rc).map(|()| v.value)
     }
 
     /// One clock domain's current, minimum and maximum frequency.
     pub fn clock(&self, h: Handle, domain: u32) -> R<ClkInfo> {
         let name = "amdsmi_get_clock_info";
         let f = self.opt.clock_info.ok_or(AmdError::MissingOptional(name))?;
-        let mut c = ClkInfo::zeroed();
+        let mut c = Padded::<ClkInfo>::new();
         // SAFETY: documented signature; `domain` an amdsmi_clk_type_t.
-        let rc = self.call(|| unsafe { f(ptr(h), domain, &mut c) });
-        check(name, rc).map(|()| c)
+        let rc = self.call(|| unsafe { f(ptr(h), domain, c.ptr()) });
+        check(name, rc).map(|()| c.value)
     }
 
     /// A temperature metric of the hotspot sensor, as AMD SMI returns it.
@@ -584,38 +569,53 @@ impl Smi {
         check(name, rc).map(|()| (sent, recv))
     }
 
-    /// The processes using the device, grown until the list fits.
-    pub fn processes(&self, h: Handle) -> R<Vec<ProcInfo>> {
+    /// The processes using the device, grown until the list fits. Each
+    /// entry is read at this version's stride, in a buffer with room for
+    /// entries twice that size.
+    pub fn processes(&self, h: Handle) -> R<Vec<Proc>> {
         let name = "amdsmi_get_gpu_process_list";
         let f = self
             .opt
             .process_list
             .ok_or(AmdError::MissingOptional(name))?;
+        let l = self.layout;
         let mut room = 16usize;
         loop {
-            let mut list = vec![ProcInfo::zeroed(); room];
+            let mut list = OutBuf::new(room * l.proc_size * 2);
             let mut n = room as u32;
-            // SAFETY: `list` holds `n` entries, the size passed.
-            let rc = self.call(|| unsafe { f(ptr(h), &mut n, list.as_mut_ptr()) });
+            // SAFETY: `list` holds `n` entries of this version, the size passed.
+            let rc = self.call(|| unsafe { f(ptr(h), &mut n, list.ptr()) });
             if rc == super::error::status::OUT_OF_RESOURCES && room < MAX_PROCS && n as usize > room
             {
                 room = (n as usize).min(MAX_PROCS);
                 continue;
             }
             check(name, rc)?;
-            list.truncate((n as usize).min(room));
-            return Ok(list);
+            return Ok((0..(n as usize).min(room))
+                .map(|i| i * l.proc_size)
+                .map(|at| Proc {
+                    pid: list.u32(at + l.proc_pid),
+                    vram_bytes: list.u64(at + l.proc_vram_mem),
+                })
+                .collect());
         }
     }
 
-    /// (hops, amdsmi_io_link_type_t) between two GPUs.
-    pub fn link_type(&self, a: Handle, b: Handle) -> R<(u64, u32)> {
+    /// (hops, link kind) between two GPUs.
+    pub fn link_type(&self, a: Handle, b: Handle) -> R<(u64, LinkKind)> {
         let name = "amdsmi_topo_get_link_type";
         let f = self.opt.link_type.ok_or(AmdError::MissingOptional(name))?;
         let (mut hops, mut t) = (0u64, 0u32);
-        // SAFETY: documented signature.
+        // SAFETY: documented signature (the type an enum: 4 bytes).
         let rc = self.call(|| unsafe { f(ptr(a), ptr(b), &mut hops, &mut t) });
-        check(name, rc).map(|()| (hops, t))
+        check(name, rc)?;
+        let l = self.layout;
+        let kind = match t {
+            t if t == l.topo_xgmi => LinkKind::Xgmi,
+            t if t == l.topo_pcie => LinkKind::Pcie,
+            _ => LinkKind::Other,
+        };
+        Ok((hops, kind))
     }
 
     /// (min, max) bandwidth between XGMI neighbours, as AMD SMI gives it.
@@ -683,22 +683,44 @@ impl Smi {
 
     /// The current accelerator partition profile (its `memory_caps` are the
     /// memory modes the device supports).
-    pub fn partition_profile(&self, h: Handle) -> R<PartitionProfile> {
+    pub fn partition_profile(&self, h: Handle) -> R<Profile> {
         let name = "amdsmi_get_gpu_accelerator_partition_profile";
         let f = self
             .opt
             .partition_profile
             .ok_or(AmdError::MissingOptional(name))?;
-        let mut p = PartitionProfile::zeroed();
-        let mut ids = [0u32; 8];
-        // SAFETY: `ids` holds AMDSMI_MAX_ACCELERATOR_PARTITIONS entries.
-        let rc = self.call(|| unsafe { f(ptr(h), &mut p, ids.as_mut_ptr()) });
-        check(name, rc).map(|()| p)
+        let l = self.layout;
+        let mut p = OutBuf::new(l.profile_size);
+        let mut ids = Padded::<[u32; 8]>::new();
+        // SAFETY: `p` holds this version's profile and headroom, `ids`
+        // AMDSMI_MAX_ACCELERATOR_PARTITIONS entries and headroom.
+        let rc = self.call(|| unsafe { f(ptr(h), p.ptr(), ids.ptr().cast()) });
+        check(name, rc)?;
+        Ok(Profile {
+            profile_type: p.u32(0),
+            num_partitions: p.u32(4),
+            memory_caps: p.u32(l.profile_memory_caps),
+        })
     }
 }
 
 fn ptr(h: Handle) -> H {
     h.0 as H
+}
+
+fn shut_down(f: Option<unsafe extern "C" fn() -> Status>) {
+    if let Some(f) = f {
+        // SAFETY: documented signature, no arguments.
+        let _ = unsafe { f() };
+    }
+}
+
+/// amdsmi_get_lib_version: the version found and its layout, if known.
+fn version_of(f: FnVersion) -> R<(String, Option<&'static Layout>)> {
+    let mut b = OutBuf::new(layout::VERSION_SIZE);
+    // SAFETY: `b` holds the largest amdsmi_version_t known, and headroom.
+    check("amdsmi_get_lib_version", unsafe { f(b.ptr()) })?;
+    Ok(layout::detect([b.u32(0), b.u32(4), b.u32(8), b.u32(12)]))
 }
 
 /// The process-wide AMD SMI: loaded and initialized on first use.
@@ -712,24 +734,11 @@ mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};
 
-    /// The figures of amd_smi/amdsmi.h 24.7.0.0 (c-tests/amd_layout.c
-    /// checks the same for the fake's C declarations).
+    /// The structures every supported version shares, at the figures of
+    /// amd_smi/amdsmi.h 24.7 to 26.x (c-tests/amd_layout.c checks the same
+    /// for the fake's C declarations; layout.rs holds those that differ).
     #[test]
     fn layouts() {
-        assert_eq!(size_of::<AsicInfo>(), 456);
-        assert_eq!(offset_of!(AsicInfo, vendor_id), 256);
-        assert_eq!(offset_of!(AsicInfo, vendor_name), 260);
-        assert_eq!(offset_of!(AsicInfo, device_id), 328);
-        assert_eq!(offset_of!(AsicInfo, asic_serial), 340);
-        assert_eq!(offset_of!(AsicInfo, num_of_compute_units), 376);
-        assert_eq!(offset_of!(AsicInfo, target_graphics_version), 384);
-        assert_eq!(size_of::<VramInfo>(), 64);
-        assert_eq!(offset_of!(VramInfo, vram_size), 8);
-        assert_eq!(offset_of!(VramInfo, vram_bit_width), 16);
-        assert_eq!(size_of::<DriverInfo>(), 192);
-        assert_eq!(size_of::<VbiosInfo>(), 256);
-        assert_eq!(offset_of!(VbiosInfo, part_number), 96);
-        assert_eq!(offset_of!(VbiosInfo, version), 160);
         assert_eq!(size_of::<PcieInfo>(), 512);
         assert_eq!(offset_of!(PcieInfo, pcie_metric), 96);
         assert_eq!(offset_of!(PcieStatic, max_pcie_speed), 4);
@@ -737,29 +746,16 @@ mod tests {
         assert_eq!(offset_of!(PcieMetric, pcie_speed), 4);
         assert_eq!(size_of::<PowerCapInfo>(), 64);
         assert_eq!(offset_of!(PowerCapInfo, max_power_cap), 32);
-        assert_eq!(size_of::<PowerInfo>(), 68);
-        assert_eq!(offset_of!(PowerInfo, average_socket_power), 4);
-        assert_eq!(offset_of!(PowerInfo, power_limit), 20);
         assert_eq!(size_of::<ClkInfo>(), 32);
         assert_eq!(offset_of!(ClkInfo, max_clk), 8);
         assert_eq!(size_of::<EngineUsage>(), 64);
         assert_eq!(size_of::<VramUsage>(), 16);
         assert_eq!(offset_of!(VramUsage, vram_used), 4);
-        assert_eq!(size_of::<ProcInfo>(), 224);
-        assert_eq!(offset_of!(ProcInfo, pid), 32);
-        assert_eq!(offset_of!(ProcInfo, mem), 40);
-        assert_eq!(offset_of!(ProcInfo, engine_usage), 48);
-        assert_eq!(offset_of!(ProcInfo, memory_usage), 112);
-        assert_eq!(offset_of!(ProcMemoryUsage, vram_mem), 16);
-        assert_eq!(offset_of!(ProcInfo, container_name), 176);
         assert_eq!(size_of::<LinkMetrics>(), 3648);
         assert_eq!(offset_of!(LinkMetrics, links), 8);
         assert_eq!(size_of::<LinkEntry>(), 56);
         assert_eq!(offset_of!(LinkEntry, bit_rate), 8);
         assert_eq!(offset_of!(LinkEntry, link_type), 16);
         assert_eq!(offset_of!(LinkEntry, read), 24);
-        assert_eq!(size_of::<PartitionProfile>(), 1096);
-        assert_eq!(offset_of!(PartitionProfile, memory_caps), 12);
-        assert_eq!(offset_of!(PartitionProfile, num_resources), 16);
     }
 }

@@ -8,10 +8,9 @@
 //! never unloaded, so the function pointers stay valid for the process.
 
 use super::error::AscendError;
-pub use crate::dynlib::{c_chars, c_str};
-use crate::dynlib::{sym, Zeroed};
-use crate::fork_lock::ForkMutex;
-use libloading::Library;
+pub use crate::cbuf::{c_chars, c_str};
+use crate::cbuf::{Padded, Zeroed};
+use crate::dynlib::{optional, required, Symbols};
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::sync::OnceLock;
 
@@ -293,17 +292,10 @@ pub enum Feature {
     Vnpu,
 }
 
-/// Serializes this process's DCMI calls (one library per process:
-/// `shared`). Held around `fork()` by the vendor's fork handler (`mod.rs`).
-pub(super) static LOCK: ForkMutex<()> = ForkMutex::new(());
-
 pub struct Dcmi {
-    _lib: Library,
+    pub syms: Symbols,
     req: Required,
     opt: Optional,
-    pub path: String,
-    /// Optional symbols this library lacks (for the log and the docs).
-    pub missing: Vec<&'static str>,
 }
 
 type R<T> = Result<T, AscendError>;
@@ -312,25 +304,18 @@ fn check(func: &'static str, code: c_int) -> R<()> {
     if code == 0 {
         Ok(())
     } else {
-        Err(AscendError::Call { func, code })
+        Err(AscendError::call(func, code))
     }
 }
 
 impl Dcmi {
     fn load() -> R<Dcmi> {
-        let (lib, path) =
-            crate::dynlib::open(PATH_ENV, SEARCH_PATHS).map_err(AscendError::NotLoaded)?;
-        macro_rules! required {
-            ($name:literal) => {
-                // SAFETY: the type is the signature DCMI documents for $name.
-                unsafe { sym(&lib, $name) }.ok_or(AscendError::MissingRequired($name))?
-            };
-        }
+        let mut syms = Symbols::open(PATH_ENV, SEARCH_PATHS).map_err(AscendError::NotLoaded)?;
         // SAFETY: both names have the signature DCMI documents for dcmi_get_card_list.
-        let (card_list, card_list_name) = match unsafe { sym(&lib, "dcmi_get_card_list") } {
+        let (card_list, card_list_name) = match unsafe { syms.get("dcmi_get_card_list") } {
             Some(f) => (f, "dcmi_get_card_list"),
             // SAFETY: as above.
-            None => match unsafe { sym(&lib, "dcmi_get_card_num_list") } {
+            None => match unsafe { syms.get("dcmi_get_card_num_list") } {
                 Some(f) => (f, "dcmi_get_card_num_list"),
                 None => {
                     return Err(AscendError::MissingRequired(
@@ -340,52 +325,33 @@ impl Dcmi {
             },
         };
         let req = Required {
-            init: required!("dcmi_init"),
+            init: required!(syms, "dcmi_init"),
             card_list,
             card_list_name,
-            device_num_in_card: required!("dcmi_get_device_num_in_card"),
-            chip_info: required!("dcmi_get_device_chip_info"),
+            device_num_in_card: required!(syms, "dcmi_get_device_num_in_card"),
+            chip_info: required!(syms, "dcmi_get_device_chip_info"),
         };
-        let mut missing = Vec::new();
-        macro_rules! optional {
-            ($name:literal) => {{
-                // SAFETY: the type is the signature DCMI documents for $name.
-                let f = unsafe { sym(&lib, $name) };
-                if f.is_none() {
-                    missing.push($name);
-                }
-                f
-            }};
-        }
         let opt = Optional {
-            logic_id: optional!("dcmi_get_device_logic_id"),
-            chip_info_v2: optional!("dcmi_get_device_chip_info_v2"),
-            pcie_info_v2: optional!("dcmi_get_device_pcie_info_v2"),
-            die_v2: optional!("dcmi_get_device_die_v2"),
-            hbm_info: optional!("dcmi_get_device_hbm_info"),
-            memory_info_v3: optional!("dcmi_get_device_memory_info_v3"),
-            power_info: optional!("dcmi_get_device_power_info"),
-            temperature: optional!("dcmi_get_device_temperature"),
-            utilization_rate: optional!("dcmi_get_device_utilization_rate"),
-            frequency: optional!("dcmi_get_device_frequency"),
-            driver_version: optional!("dcmi_get_driver_version"),
-            create_vdevice: optional!("dcmi_create_vdevice"),
-            destroy_vdevice: optional!("dcmi_set_destroy_vdevice"),
-            device_info: optional!("dcmi_get_device_info"),
-            topo_info: optional!("dcmi_get_topo_info_by_device_id"),
-            resource_info: optional!("dcmi_get_device_resource_info"),
+            logic_id: optional!(syms, "dcmi_get_device_logic_id"),
+            chip_info_v2: optional!(syms, "dcmi_get_device_chip_info_v2"),
+            pcie_info_v2: optional!(syms, "dcmi_get_device_pcie_info_v2"),
+            die_v2: optional!(syms, "dcmi_get_device_die_v2"),
+            hbm_info: optional!(syms, "dcmi_get_device_hbm_info"),
+            memory_info_v3: optional!(syms, "dcmi_get_device_memory_info_v3"),
+            power_info: optional!(syms, "dcmi_get_device_power_info"),
+            temperature: optional!(syms, "dcmi_get_device_temperature"),
+            utilization_rate: optional!(syms, "dcmi_get_device_utilization_rate"),
+            frequency: optional!(syms, "dcmi_get_device_frequency"),
+            driver_version: optional!(syms, "dcmi_get_driver_version"),
+            create_vdevice: optional!(syms, "dcmi_create_vdevice"),
+            destroy_vdevice: optional!(syms, "dcmi_set_destroy_vdevice"),
+            device_info: optional!(syms, "dcmi_get_device_info"),
+            topo_info: optional!(syms, "dcmi_get_topo_info_by_device_id"),
+            resource_info: optional!(syms, "dcmi_get_device_resource_info"),
         };
-        let dcmi = Dcmi {
-            _lib: lib,
-            req,
-            opt,
-            path,
-            missing,
-        };
-        let _g = LOCK.lock();
+        let dcmi = Dcmi { syms, req, opt };
         // SAFETY: documented signature, no arguments.
-        check("dcmi_init", unsafe { (dcmi.req.init)() })?;
-        drop(_g);
+        check("dcmi_init", dcmi.call(|| unsafe { (dcmi.req.init)() }))?;
         Ok(dcmi)
     }
 
@@ -402,10 +368,10 @@ impl Dcmi {
         }
     }
 
-    /// Run `f` with the DCMI lock held.
+    /// Run `f` with the DCMI lock held (one library per process:
+    /// `shared`).
     fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _g = LOCK.lock();
-        f()
+        super::locks::DRIVER.run(f)
     }
 
     pub fn card_list(&self) -> R<Vec<i32>> {
@@ -441,20 +407,20 @@ impl Dcmi {
     }
 
     pub fn chip_info(&self, card: i32, dev: i32) -> R<ChipInfo> {
-        let mut out = ChipInfo::zeroed();
-        // SAFETY: out is a dcmi_chip_info.
-        let rc = self.call(|| unsafe { (self.req.chip_info)(card, dev, &mut out) });
+        let mut out = Padded::<ChipInfo>::new();
+        // SAFETY: out is a dcmi_chip_info, with headroom.
+        let rc = self.call(|| unsafe { (self.req.chip_info)(card, dev, out.ptr()) });
         check("dcmi_get_device_chip_info", rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     fn out<T: Zeroed>(&self, f: Option<FnOut<T>>, name: &'static str, card: i32, dev: i32) -> R<T> {
         let f = f.ok_or(AscendError::MissingOptional(name))?;
-        let mut out = T::zeroed();
-        // SAFETY: f's out parameter is a T (see the Optional table).
-        let rc = self.call(|| unsafe { f(card, dev, &mut out) });
+        let mut out = Padded::<T>::new();
+        // SAFETY: f's out parameter is a T (see the Optional table), with headroom.
+        let rc = self.call(|| unsafe { f(card, dev, out.ptr()) });
         check(name, rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     fn typed<T: Zeroed>(
@@ -466,11 +432,11 @@ impl Dcmi {
         kind: c_int,
     ) -> R<T> {
         let f = f.ok_or(AscendError::MissingOptional(name))?;
-        let mut out = T::zeroed();
-        // SAFETY: f's out parameter is a T (see the Optional table).
-        let rc = self.call(|| unsafe { f(card, dev, kind, &mut out) });
+        let mut out = Padded::<T>::new();
+        // SAFETY: f's out parameter is a T (see the Optional table), with headroom.
+        let rc = self.call(|| unsafe { f(card, dev, kind, out.ptr()) });
         check(name, rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     pub fn chip_info_v2(&self, card: i32, dev: i32) -> R<ChipInfoV2> {
@@ -572,11 +538,12 @@ impl Dcmi {
         {
             *dst = b as c_char;
         }
-        let mut out = CreateVdevOut::zeroed();
-        // SAFETY: both pointers are the documented structures.
-        let rc = self.call(|| unsafe { f(card, dev, &mut res, &mut out) });
+        let mut res = Padded::with(res);
+        let mut out = Padded::<CreateVdevOut>::new();
+        // SAFETY: both pointers are the documented structures, with headroom.
+        let rc = self.call(|| unsafe { f(card, dev, res.ptr(), out.ptr()) });
         check("dcmi_create_vdevice", rc)?;
-        Ok(out)
+        Ok(out.value)
     }
 
     pub fn destroy_vdevice(&self, card: i32, dev: i32, vdev_id: u32) -> R<()> {
@@ -589,25 +556,27 @@ impl Dcmi {
         check("dcmi_set_destroy_vdevice", rc)
     }
 
-    fn device_info<T: Zeroed>(&self, card: i32, dev: i32, sub: c_uint, mut buf: T) -> R<T> {
+    fn device_info<T: Zeroed>(&self, card: i32, dev: i32, sub: c_uint, buf: T) -> R<T> {
         let f = self
             .opt
             .device_info
             .ok_or(AscendError::MissingOptional("dcmi_get_device_info"))?;
+        let mut buf = Padded::with(buf);
         let mut size = std::mem::size_of::<T>() as c_uint;
-        // SAFETY: buf is a T of `size` bytes, the structure this sub-command fills.
+        // SAFETY: buf is a T of `size` bytes (and headroom), the structure
+        // this sub-command fills.
         let rc = self.call(|| unsafe {
             f(
                 card,
                 dev,
                 MAIN_CMD_VDEV_MNG,
                 sub,
-                (&mut buf as *mut T).cast::<c_void>(),
+                buf.ptr().cast::<c_void>(),
                 &mut size,
             )
         });
         check("dcmi_get_device_info", rc)?;
-        Ok(buf)
+        Ok(buf.value)
     }
 
     /// The vNPUs on a device (DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE).
@@ -644,9 +613,11 @@ impl Dcmi {
         let f = self.opt.resource_info.ok_or(AscendError::MissingOptional(
             "dcmi_get_device_resource_info",
         ))?;
-        let mut buf = vec![ProcMemInfo::zeroed(); MAX_PROCS];
+        // Room for twice the entries offered: a library whose entries grew
+        // writes past the offered count's bytes into that room, not ours.
+        let mut buf = vec![ProcMemInfo::zeroed(); 2 * MAX_PROCS];
         let mut n: c_int = MAX_PROCS as c_int;
-        // SAFETY: buf holds MAX_PROCS entries (more than DCMI ever reports).
+        // SAFETY: buf holds 2 × MAX_PROCS entries (more than DCMI ever reports).
         let rc = self.call(|| unsafe { f(card, dev, buf.as_mut_ptr(), &mut n) });
         check("dcmi_get_device_resource_info", rc)?;
         let n = usize::try_from(n).unwrap_or(0).min(MAX_PROCS);

@@ -3,7 +3,8 @@
 
 use super::chips::{self, ChipSpec};
 use super::dcmi::{c_str, Dcmi, Feature, FREQ_AICORE_MAX, FREQ_HBM};
-use super::error::AscendError;
+use crate::device_table::Described;
+use crate::driver_error::fact;
 use crate::log::log_at;
 use crate::vendor::{Capabilities, DeviceInfo, DeviceProps};
 use accel_common::Res;
@@ -30,27 +31,9 @@ pub struct Dev {
     pub spec: Option<&'static ChipSpec>,
 }
 
-/// An optional fact: unsupported → None (logged at debug), other errors
-/// are failures.
-pub fn optional<T>(r: Result<T, AscendError>) -> Result<Option<T>, AscendError> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.is_unsupported() => {
-            log_at!(Debug, "ascend: {e}");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// An optional static fact at discovery: any failure leaves it unknown.
-fn fact<T>(r: Result<T, AscendError>) -> Option<T> {
-    match r {
-        Ok(v) => Some(v),
-        Err(e) => {
-            log_at!(Debug, "ascend: {e}");
-            None
-        }
+impl Described for Dev {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
     }
 }
 

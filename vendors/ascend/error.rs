@@ -1,5 +1,6 @@
 //! DCMI failures and their Result codes (the table is in docs/ascend.md).
 
+use crate::driver_error::{DriverError, DriverLib};
 use accel_common::Error;
 
 /// DCMI's documented return codes (dcmi_interface_api.h).
@@ -26,28 +27,35 @@ pub mod code {
     pub const NOT_SUPPORT: i32 = -8255;
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AscendError {
-    #[error("libdcmi.so could not be loaded ({0})")]
-    NotLoaded(String),
-    #[error("libdcmi.so lacks the required function {0}")]
-    MissingRequired(&'static str),
-    #[error("this libdcmi.so does not provide {0}")]
-    MissingOptional(&'static str),
-    #[error("{func} failed: DCMI error {code} ({})", describe(*code))]
-    Call { func: &'static str, code: i32 },
-}
+/// DCMI, as the shared driver error sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dcmi;
 
-impl AscendError {
-    /// The driver says the device or the function cannot do this: callers
-    /// of optional facts turn it into "not available" (0 / empty).
-    pub fn is_unsupported(&self) -> bool {
-        match self {
-            AscendError::MissingOptional(_) => true,
-            AscendError::Call { code, .. } => {
-                matches!(*code, code::NOT_SUPPORT | code::NOT_SUPPORT_IN_CONTAINER)
-            }
-            _ => false,
+pub type AscendError = DriverError<Dcmi>;
+
+impl DriverLib for Dcmi {
+    type Code = i32;
+    const VENDOR: &'static str = "ascend";
+    const FILE: &'static str = "libdcmi.so";
+    const INSTALL_HINT: &'static str = "";
+    const CODE_NAME: &'static str = "DCMI error";
+
+    fn describe(code: i32) -> &'static str {
+        describe(code)
+    }
+
+    /// The driver says the device or the function cannot do this.
+    fn unsupported(c: i32) -> bool {
+        matches!(c, code::NOT_SUPPORT | code::NOT_SUPPORT_IN_CONTAINER)
+    }
+
+    fn result(c: i32, msg: String) -> Error {
+        match c {
+            code::INVALID_PARAMETER => Error::InvalidParam(msg),
+            code::INVALID_DEVICE_ID | code::DEVICE_NOT_EXIST => Error::NotFound(msg),
+            code::NOT_SUPPORT | code::NOT_SUPPORT_IN_CONTAINER => Error::NotSupported(msg),
+            code::RESOURCE_OCCUPIED | code::MEM_OPERATE_FAIL => Error::ResourceExhausted(msg),
+            _ => Error::OperationFailed(msg),
         }
     }
 }
@@ -78,32 +86,13 @@ pub fn describe(c: i32) -> &'static str {
     }
 }
 
-impl From<AscendError> for Error {
-    fn from(e: AscendError) -> Error {
-        let msg = e.to_string();
-        match e {
-            AscendError::NotLoaded(_) | AscendError::MissingRequired(_) => {
-                Error::OperationFailed(msg)
-            }
-            AscendError::MissingOptional(_) => Error::NotSupported(msg),
-            AscendError::Call { code, .. } => match code {
-                code::INVALID_PARAMETER => Error::InvalidParam(msg),
-                code::INVALID_DEVICE_ID | code::DEVICE_NOT_EXIST => Error::NotFound(msg),
-                code::NOT_SUPPORT | code::NOT_SUPPORT_IN_CONTAINER => Error::NotSupported(msg),
-                code::RESOURCE_OCCUPIED | code::MEM_OPERATE_FAIL => Error::ResourceExhausted(msg),
-                _ => Error::OperationFailed(msg),
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn codes_map_to_results() {
-        let call = |code| Error::from(AscendError::Call { func: "f", code }).code();
+        let call = |code| Error::from(AscendError::call("f", code)).code();
         use accel_common::ResultCode as C;
         assert_eq!(call(code::INVALID_PARAMETER), C::ErrorInvalidParam);
         assert_eq!(call(code::DEVICE_NOT_EXIST), C::ErrorNotFound);

@@ -3,7 +3,9 @@
 //! supported" is the call's error.
 
 use super::dcmi::{Dcmi, UTIL_AICORE};
-use super::discovery::{optional, Dev, MemSource};
+use super::discovery::{Dev, MemSource};
+use crate::device_table::process_memory;
+use crate::driver_error::optional;
 use crate::vendor::{ExtendedMetrics, Link, LinkLevel, Metrics, ProcessMemory};
 use accel_common::Res;
 
@@ -92,19 +94,8 @@ pub fn driver_processes(dcmi: &Dcmi, dev: &Dev) -> Res<Vec<ProcessMemory>> {
     let Some(procs) = optional(dcmi.processes(dev.card, dev.device))? else {
         return Ok(Vec::new());
     };
-    let total = dev.info.total_memory_bytes;
     Ok(procs
         .into_iter()
-        .map(|(pid, used)| ProcessMemory {
-            process_id: pid.to_string(),
-            device_uuid: dev.info.uuid.clone(),
-            used_bytes: used,
-            reserved_bytes: 0,
-            utilization_percent: if total > 0 {
-                (used as f64 * 100.0 / total as f64).min(100.0)
-            } else {
-                0.0
-            },
-        })
+        .map(|(pid, used)| process_memory(&dev.info, pid, used))
         .collect())
 }

@@ -8,6 +8,7 @@
 //! wrapped in `Gi`/`Ci`, which only this module can build, and are valid
 //! while NVML is initialised (the `Driver` in mod.rs outlives every call).
 
+use crate::cbuf::{Padded, Zeroed};
 use libloading::Library;
 use nvml_wrapper::Device;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
@@ -57,6 +58,7 @@ struct GiProfileInfoV1 {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct GiInfo {
     device: Handle,
     id: c_uint,
@@ -66,6 +68,7 @@ struct GiInfo {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct CiProfileInfo {
     id: c_uint,
     slice_count: c_uint,
@@ -77,6 +80,13 @@ struct CiProfileInfo {
     shared_jpeg_count: c_uint,
     shared_ofa_count: c_uint,
 }
+
+// Every structure NVML fills is handed over with headroom behind it
+// (`Padded`): an NVML newer than these declarations cannot write past it.
+impl Zeroed for GiProfileInfoV2 {}
+impl Zeroed for GiProfileInfoV1 {}
+impl Zeroed for GiInfo {}
+impl Zeroed for CiProfileInfo {}
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -279,11 +289,11 @@ impl NvmlExt {
             self.lib
                 .get::<V2>(b"nvmlDeviceGetGpuInstanceProfileInfoV\0")
         } {
-            // SAFETY: all-zero is a valid value of this plain C struct.
-            let mut info: GiProfileInfoV2 = unsafe { std::mem::zeroed() };
-            info.version = std::mem::size_of::<GiProfileInfoV2>() as c_uint | (2 << 24);
-            // SAFETY: valid handle and versioned out struct.
-            let r = unsafe { f(handle(dev), profile, &mut info) };
+            let mut padded = Padded::<GiProfileInfoV2>::new();
+            padded.value.version = std::mem::size_of::<GiProfileInfoV2>() as c_uint | (2 << 24);
+            // SAFETY: valid handle and versioned out struct, with headroom.
+            let r = unsafe { f(handle(dev), profile, padded.ptr()) };
+            let info = padded.value;
             if r != MISSING_SYMBOL && r != NVML_ERROR_NOT_SUPPORTED && r != 2 {
                 // 2 = NVML_ERROR_INVALID_ARGUMENT: profile unknown to this driver.
                 ok(r)?;
@@ -304,10 +314,11 @@ impl NvmlExt {
             }
         }
         let f = sym!(self.lib, "nvmlDeviceGetGpuInstanceProfileInfo", V1);
-        // SAFETY: plain C struct.
-        let mut info: GiProfileInfoV1 = unsafe { std::mem::zeroed() };
-        // SAFETY: valid handle and out struct.
-        match unsafe { f(handle(dev), profile, &mut info) } {
+        let mut padded = Padded::<GiProfileInfoV1>::new();
+        // SAFETY: valid handle and out struct, with headroom.
+        let r = unsafe { f(handle(dev), profile, padded.ptr()) };
+        let info = padded.value;
+        match r {
             NVML_SUCCESS => Ok(Some(GiProfile {
                 profile_id: profile,
                 nvml_id: info.id,
@@ -358,16 +369,10 @@ impl NvmlExt {
             "nvmlGpuInstanceGetInfo",
             unsafe extern "C" fn(Handle, *mut GiInfo) -> NvmlRet
         );
-        let mut info = GiInfo {
-            device: std::ptr::null_mut(),
-            id: 0,
-            profile_id: 0,
-            placement_start: 0,
-            placement_size: 0,
-        };
-        // SAFETY: instance handle from NVML, out struct.
-        ok(unsafe { f(gi.0, &mut info) })?;
-        Ok((info.id, info.profile_id))
+        let mut info = Padded::<GiInfo>::new();
+        // SAFETY: instance handle from NVML, out struct with headroom.
+        ok(unsafe { f(gi.0, info.ptr()) })?;
+        Ok((info.value.id, info.value.profile_id))
     }
 
     pub fn gi_by_id(&self, dev: &Device, id: u32) -> Result<Gi, NvmlRet> {
@@ -389,11 +394,11 @@ impl NvmlExt {
             "nvmlGpuInstanceGetComputeInstanceProfileInfo",
             unsafe extern "C" fn(Handle, c_uint, c_uint, *mut CiProfileInfo) -> NvmlRet
         );
-        // SAFETY: plain C struct.
-        let mut info: CiProfileInfo = unsafe { std::mem::zeroed() };
-        // SAFETY: instance handle, engine profile 0 (shared), out struct.
-        ok(unsafe { f(gi.0, profile, 0, &mut info) })?;
-        Ok((info.id, info.instance_count))
+        let mut info = Padded::<CiProfileInfo>::new();
+        // SAFETY: instance handle, engine profile 0 (shared), out struct
+        // with headroom.
+        ok(unsafe { f(gi.0, profile, 0, info.ptr()) })?;
+        Ok((info.value.id, info.value.instance_count))
     }
 
     pub fn create_ci(&self, gi: &Gi, ci_nvml_id: u32) -> Result<Ci, NvmlRet> {
