@@ -276,6 +276,7 @@ static struct {
   int dev, kind;
   unsigned char *host;
   CUcontext ctx; /* freed with this context (NULL: outlives contexts) */
+  struct CUpool_st *pool; /* the memory pool it came from (NULL: none) */
 } blk[MAXBLK];
 static int nblk;
 
@@ -359,6 +360,7 @@ static CUresult take_in(int dev, unsigned long long bytes, int kind, unsigned lo
     blk[nblk].kind = kind;
     blk[nblk].host = NULL;
     blk[nblk].ctx = in;
+    blk[nblk].pool = NULL;
     nblk++;
     dev_used[dev] += bytes;
   }
@@ -386,12 +388,16 @@ static void free_context(CUcontext c) {
     }
   pthread_mutex_unlock(&mu);
 }
+static void pool_keep(struct CUpool_st *p, unsigned long long bytes); /* the pools, below */
 static CUresult give(unsigned long long key, int kind) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nblk; i++)
     if (blk[i].key == key && blk[i].kind == kind) {
-      dev_used[blk[i].dev] -= blk[i].bytes;
+      if (blk[i].pool)
+        pool_keep(blk[i].pool, blk[i].bytes);
+      else
+        dev_used[blk[i].dev] -= blk[i].bytes;
       free(blk[i].host);
       blk[i] = blk[--nblk];
       r = CUDA_SUCCESS;
@@ -463,7 +469,6 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     *bytes = dev_total[d];
   return r;
 }
-/* Only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (16). */
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   CUresult r = device_call(v, d);
@@ -481,13 +486,14 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   case 10: *v = 32; break;                  /* WARP_SIZE */
   case 12: case 82: *v = 65536; break;      /* MAX_REGISTERS_PER_BLOCK / _MULTIPROCESSOR */
   case 16: *v = dev_sms[d]; break;          /* MULTIPROCESSOR_COUNT */
-  case 33: *v = 0x41 + 0x40 * d; break;     /* PCI_BUS_ID */
+  case 33: *v = 0x3b + 0x46 * d; break;     /* PCI_BUS_ID: the A40's is the fake NVML's (3B) */
   case 39: *v = 1536; break;                /* MAX_THREADS_PER_MULTIPROCESSOR */
   case 75: *v = 8; break;                   /* COMPUTE_CAPABILITY_MAJOR */
   case 76: *v = 6; break;                   /* COMPUTE_CAPABILITY_MINOR */
   case 81: *v = 102400; break;              /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
   case 97: *v = 101376; break;              /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
   case 106: *v = 16; break;                 /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+  case 115: *v = 1; break;                  /* MEMORY_POOLS_SUPPORTED */
   default: *v = 0; break;                   /* the rest: absent (0) on this fake */
   }
   return CUDA_SUCCESS;
@@ -615,12 +621,15 @@ CUresult cuCtxGetDevice(CUdevice *d) {
   return r;
 }
 static void wait_kernels(void); /* cuda_launch.inc */
+static void pools_sync(void);   /* the memory pools, below */
 CUresult cuCtxSynchronize(void) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   CUresult r = current_dev(&dev);
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
     wait_kernels();
+    pools_sync();
+  }
   return r;
 }
 
@@ -663,8 +672,24 @@ static CUresult alloc_ptr(const char *fn, CUdeviceptr *p, unsigned long long byt
 }
 /* ---- memory pools: one default pool per device, and created ones. Pools
  * belong to their device, not to a context: what a stream-ordered
- * allocation takes outlives the context it was made from. ---- */
-struct CUpool_st { int dev; };
+ * allocation takes outlives the context it was made from.
+ *
+ * A pool keeps what is freed into it (cuda.h, CUmemPool_attribute): its
+ * reserved bytes are taken from the device, its used bytes are the live
+ * allocations; an allocation is served from the reserved bytes not in use
+ * first, and the pool grows by the rest. The bytes not in use go back to
+ * the device only when the pool releases them: a stream, event or context
+ * synchronization releases what lies above the pool's release threshold
+ * (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, default 0), cuMemPoolTrimTo down to
+ * the bytes it is asked to keep, and a destroyed pool all of them (its live
+ * allocations with their frees). Reserved bytes are fungible here: a real
+ * pool's fragments may make it grow earlier. ---- */
+struct CUpool_st {
+  int dev;
+  int dead; /* destroyed with live allocations: freed with the last one */
+  int reuse[3]; /* CU_MEMPOOL_ATTR_REUSE_* (1..3), int, default enabled */
+  unsigned long long threshold, reserved, used, reserved_high, used_high;
+};
 typedef struct {
   unsigned allocType, handleTypes;
   CUmemLocation location;
@@ -673,7 +698,17 @@ typedef struct {
   unsigned short usage;
   unsigned char reserved[54];
 } CUmemPoolProps; /* cuda.h, CUDA 12 */
-static struct CUpool_st default_pool[NDEV] = {{0}, {1}};
+enum { /* CUmemPool_attribute (cuda.h) */
+  CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+  CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+  CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+  CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+  CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
+};
+#define NEW_POOL(d) {.dev = (d), .reuse = {1, 1, 1}}
+static struct CUpool_st default_pool[NDEV] = {NEW_POOL(0), NEW_POOL(1)};
 static struct CUpool_st *device_pool[NDEV] = {&default_pool[0], &default_pool[1]};
 #define MAXPOOL 64
 static struct CUpool_st *pools[MAXPOOL];
@@ -690,6 +725,45 @@ static int pool_dev(CUmemoryPool pool) {
   pthread_mutex_unlock(&mu);
   return dev;
 }
+/* Under mu: give the device back the bytes of `p` not in use above `keep`. */
+static void pool_release(struct CUpool_st *p, unsigned long long keep) {
+  unsigned long long idle = p->reserved - p->used;
+  unsigned long long r = p->reserved > keep ? p->reserved - keep : 0;
+  if (r > idle)
+    r = idle;
+  p->reserved -= r;
+  dev_used[p->dev] -= r;
+}
+/* Under mu: an allocation of `p` freed. A destroyed pool releases it at
+ * once, and goes with its last allocation. */
+static void pool_keep(struct CUpool_st *p, unsigned long long bytes) {
+  p->used -= bytes;
+  if (p->dead) {
+    pool_release(p, 0);
+    if (p->used == 0)
+      free(p);
+  }
+}
+/* A synchronization: every pool releases what lies above its threshold. */
+static void pools_sync(void) {
+  pthread_mutex_lock(&mu);
+  for (int d = 0; d < NDEV; d++)
+    pool_release(&default_pool[d], default_pool[d].threshold);
+  for (int i = 0; i < MAXPOOL; i++)
+    if (pools[i])
+      pool_release(pools[i], pools[i]->threshold);
+  pthread_mutex_unlock(&mu);
+}
+/* Under mu: a pool this driver made and has not destroyed, or NULL. */
+static struct CUpool_st *live_pool(CUmemoryPool pool) {
+  for (int d = 0; d < NDEV; d++)
+    if (pool == &default_pool[d])
+      return &default_pool[d];
+  for (int i = 0; i < MAXPOOL; i++)
+    if (pools[i] && pool == pools[i])
+      return pools[i];
+  return NULL;
+}
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   count(__func__);
   if (!initialised)
@@ -701,7 +775,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   struct CUpool_st *p = malloc(sizeof *p);
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  p->dev = props->location.id;
+  *p = (struct CUpool_st)NEW_POOL(props->location.id);
   CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAXPOOL; i++)
@@ -717,7 +791,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
     *pool = p;
   return r;
 }
-/* What the pool still holds is released when its allocations are freed. */
+/* The bytes not in use go back now; the rest with their allocations' frees. */
 CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   count(__func__);
@@ -727,10 +801,77 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
       for (int d = 0; d < NDEV; d++)
         if (device_pool[d] == pools[i])
           device_pool[d] = &default_pool[d];
-      free(pools[i]);
+      pool_release(pools[i], 0);
+      if (pools[i]->used == 0)
+        free(pools[i]);
+      else
+        pools[i]->dead = 1;
       pools[i] = NULL;
       r = CUDA_SUCCESS;
     }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  count(__func__);
+  pthread_mutex_lock(&mu);
+  struct CUpool_st *p = live_pool(pool);
+  if (p)
+    pool_release(p, keep);
+  pthread_mutex_unlock(&mu);
+  return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+/* The reuse flags are ints, the rest cuuint64_t; the current figures are
+ * read-only, the high watermarks may only be reset (set to 0). */
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value) {
+  count(__func__);
+  if (!value)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&mu);
+  struct CUpool_st *p = live_pool(pool);
+  unsigned long long v = attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD ? *(unsigned long long *)value : 0;
+  if (!p)
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+           attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+    p->reuse[attr - 1] = *(int *)value != 0;
+  else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    p->threshold = v;
+  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && v == 0)
+    p->reserved_high = p->reserved;
+  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && v == 0)
+    p->used_high = p->used;
+  else
+    r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value) {
+  count(__func__);
+  if (!value)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&mu);
+  struct CUpool_st *p = live_pool(pool);
+  unsigned long long *v = value;
+  if (!p)
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+           attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+    *(int *)value = p->reuse[attr - 1];
+  else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    *v = p->threshold;
+  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+    *v = p->reserved;
+  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+    *v = p->reserved_high;
+  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+    *v = p->used;
+  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+    *v = p->used_high;
+  else
+    r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -763,7 +904,8 @@ CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) {
   pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
 }
-/* A stream-ordered allocation from `pool` (NULL: the current device's pool). */
+/* A stream-ordered allocation from `pool` (NULL: the current device's
+ * pool): from its reserved bytes not in use, the pool growing by the rest. */
 static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long bytes,
                            CUmemoryPool pool) {
   int dev;
@@ -773,9 +915,37 @@ static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long by
   CUresult r = current_dev(&dev);
   if (r != CUDA_SUCCESS)
     return r;
-  if (pool && (dev = pool_dev(pool)) < 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  return take_in(dev, bytes, K_PTR, p, 0, NULL);
+  pthread_mutex_lock(&mu);
+  struct CUpool_st *from = pool ? live_pool(pool) : device_pool[dev];
+  allocations++;
+  if (!from || bytes == 0)
+    r = CUDA_ERROR_INVALID_VALUE;
+  else {
+    unsigned long long idle = from->reserved - from->used;
+    unsigned long long grow = bytes > idle ? bytes - idle : 0;
+    if (grow > dev_total[from->dev] - dev_used[from->dev] || nblk == MAXBLK)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    else {
+      *p = next_address;
+      next_address += (bytes + 511) & ~511ULL;
+      memset(&blk[nblk], 0, sizeof blk[nblk]);
+      blk[nblk].key = *p;
+      blk[nblk].bytes = bytes;
+      blk[nblk].dev = from->dev;
+      blk[nblk].kind = K_PTR;
+      blk[nblk].pool = from;
+      nblk++;
+      dev_used[from->dev] += grow;
+      from->reserved += grow;
+      from->used += bytes;
+      if (from->reserved > from->reserved_high)
+        from->reserved_high = from->reserved;
+      if (from->used > from->used_high)
+        from->used_high = from->used;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return alloc_ptr(__func__, p, n); }
 /* The 32-bit v1 ABI (CUDA < 3.2): 32-bit sizes and pointers. */
@@ -956,6 +1126,52 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return copy(src, dst, n, 0); }
 
+/* ---- memsets: `n` elements of `size` bytes (1, 2, 4) set to `value`,
+ * through the same host buffer; the Async ones at once (no real stream) ---- */
+static CUresult fill(CUdeviceptr p, unsigned value, size_t n, size_t size) {
+  int dev;
+  CUresult r = current_dev(&dev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (n > SIZE_MAX / size)
+    return CUDA_ERROR_INVALID_VALUE;
+  r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nblk; i++)
+    if (blk[i].kind == K_PTR && p >= blk[i].key && p - blk[i].key < blk[i].bytes) {
+      if (n * size > blk[i].bytes - (p - blk[i].key) || (p - blk[i].key) % size)
+        break;
+      if (!blk[i].host)
+        blk[i].host = calloc(1, blk[i].bytes);
+      if (!blk[i].host) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        break;
+      }
+      unsigned char *d = blk[i].host + (p - blk[i].key);
+      for (size_t k = 0; k < n; k++)
+        memcpy(d + k * size, &value, size); /* little-endian: the low bytes */
+      r = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { return fill(p, v, n, 1); }
+CUresult cuMemsetD16_v2(CUdeviceptr p, unsigned short v, size_t n) { return fill(p, v, n, 2); }
+CUresult cuMemsetD32_v2(CUdeviceptr p, unsigned v, size_t n) { return fill(p, v, n, 4); }
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+  (void)s;
+  return fill(p, v, n, 1);
+}
+CUresult cuMemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream s) {
+  (void)s;
+  return fill(p, v, n, 2);
+}
+CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) {
+  (void)s;
+  return fill(p, v, n, 4);
+}
+
 /* The 32-bit v1 ABI. */
 CUresult cuDeviceTotalMem(unsigned *bytes, CUdevice d) {
   size_t t;
@@ -1055,6 +1271,21 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGraphLaunch", (void *)cuGraphLaunch_ptsz, 10000, PT},
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2, 3020, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2, 3020, 0},
+    {"cuMemsetD8", (void *)cuMemsetD8_v2, 3020, 0},
+    {"cuMemsetD8", (void *)cuMemsetD8_v2, 7000, PT},
+    {"cuMemsetD16", (void *)cuMemsetD16_v2, 3020, 0},
+    {"cuMemsetD16", (void *)cuMemsetD16_v2, 7000, PT},
+    {"cuMemsetD32", (void *)cuMemsetD32_v2, 3020, 0},
+    {"cuMemsetD32", (void *)cuMemsetD32_v2, 7000, PT},
+    {"cuMemsetD8Async", (void *)cuMemsetD8Async, 3020, 0},
+    {"cuMemsetD8Async", (void *)cuMemsetD8Async, 7000, PT},
+    {"cuMemsetD16Async", (void *)cuMemsetD16Async, 3020, 0},
+    {"cuMemsetD16Async", (void *)cuMemsetD16Async, 7000, PT},
+    {"cuMemsetD32Async", (void *)cuMemsetD32Async, 3020, 0},
+    {"cuMemsetD32Async", (void *)cuMemsetD32Async, 7000, PT},
+    {"cuMemPoolTrimTo", (void *)cuMemPoolTrimTo, 11020, 0},
+    {"cuMemPoolSetAttribute", (void *)cuMemPoolSetAttribute, 11020, 0},
+    {"cuMemPoolGetAttribute", (void *)cuMemPoolGetAttribute, 11020, 0},
     /* what NVIDIA's runtime needs at init (cuda_runtime.inc) */
     {"cuGetExportTable", (void *)cuGetExportTable, 3000, 0},
     {"cuGetErrorString", (void *)cuGetErrorString, 6000, 0},

@@ -381,6 +381,13 @@ table!(Cu, CUDA_HOOKS {
         => cuDeviceGetDefaultMemPool as *const c_void,
     DeviceGetMemPool = c"cuDeviceGetMemPool" => cuDeviceGetMemPool as *const c_void,
     DeviceSetMemPool = c"cuDeviceSetMemPool" => cuDeviceSetMemPool as *const c_void,
+    MemPoolTrimTo = c"cuMemPoolTrimTo" => pools::cuMemPoolTrimTo as *const c_void,
+    CtxSynchronize = c"cuCtxSynchronize" => pools::cuCtxSynchronize as *const c_void,
+    StreamSynchronize = c"cuStreamSynchronize" => pools::cuStreamSynchronize as *const c_void,
+    StreamSynchronizePtsz = c"cuStreamSynchronize_ptsz"
+        => pools::cuStreamSynchronize_ptsz as *const c_void,
+    EventSynchronize = c"cuEventSynchronize" => pools::cuEventSynchronize as *const c_void,
+    MemPoolGetAttribute = c"cuMemPoolGetAttribute" => NONE,
     CtxGetDevice = c"cuCtxGetDevice" => NONE,
     CtxGetCurrent = c"cuCtxGetCurrent" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
@@ -393,6 +400,24 @@ table!(Nv, NVML_HOOKS {
     GetUuid = c"nvmlDeviceGetUUID" => NONE,
     Init = c"nvmlInit_v2" => NONE,
     GetHandleByUuid = c"nvmlDeviceGetHandleByUUID" => NONE,
+    ComputeProcesses = c"nvmlDeviceGetComputeRunningProcesses"
+        => processes::nvmlDeviceGetComputeRunningProcesses as *const c_void,
+    ComputeProcessesV2 = c"nvmlDeviceGetComputeRunningProcesses_v2"
+        => processes::nvmlDeviceGetComputeRunningProcesses_v2 as *const c_void,
+    ComputeProcessesV3 = c"nvmlDeviceGetComputeRunningProcesses_v3"
+        => processes::nvmlDeviceGetComputeRunningProcesses_v3 as *const c_void,
+    GraphicsProcesses = c"nvmlDeviceGetGraphicsRunningProcesses"
+        => processes::nvmlDeviceGetGraphicsRunningProcesses as *const c_void,
+    GraphicsProcessesV2 = c"nvmlDeviceGetGraphicsRunningProcesses_v2"
+        => processes::nvmlDeviceGetGraphicsRunningProcesses_v2 as *const c_void,
+    GraphicsProcessesV3 = c"nvmlDeviceGetGraphicsRunningProcesses_v3"
+        => processes::nvmlDeviceGetGraphicsRunningProcesses_v3 as *const c_void,
+    MpsProcesses = c"nvmlDeviceGetMPSComputeRunningProcesses"
+        => processes::nvmlDeviceGetMPSComputeRunningProcesses as *const c_void,
+    MpsProcessesV2 = c"nvmlDeviceGetMPSComputeRunningProcesses_v2"
+        => processes::nvmlDeviceGetMPSComputeRunningProcesses_v2 as *const c_void,
+    MpsProcessesV3 = c"nvmlDeviceGetMPSComputeRunningProcesses_v3"
+        => processes::nvmlDeviceGetMPSComputeRunningProcesses_v3 as *const c_void,
 });
 
 static CUDA: Lib = Lib {
@@ -618,8 +643,11 @@ macro_rules! real_or_return {
     };
 }
 
-// Launches (`launch.rs`): after the macro above.
+// Launches (`launch.rs`) and pool releases (`pools.rs`): after the macro above.
 mod launch;
+mod pools;
+// NVML's process lists inside a worker (`processes.rs`).
+mod processes;
 
 // ---- cuGetProcAddress --------------------------------------------------------------
 
@@ -723,8 +751,10 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_uint, bytesize: c_uint) -> CuRe
 }
 pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, Target::Context, flags: c_uint);
 // Stream-ordered: from the current pool of the stream's device.
-pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, Target::Current, stream: CUstream);
-pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, Target::Current, stream: CUstream);
+pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, Target::Pool(pools::current_pool(), None),
+               stream: CUstream);
+pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz,
+               Target::Pool(pools::current_pool(), None), stream: CUstream);
 
 /// The allocations from a pool: charged to the pool's device; a pool in
 /// host memory takes no device memory (see `memory.rs`, pools).
@@ -742,9 +772,9 @@ macro_rules! pool_alloc {
             let real = real_or_return!($id, F);
             let place = boundary(None, || memory::pool_place(pool as u64));
             let target = match place {
-                Some(memory::Place::Device(o)) => Target::Ordinal(o),
+                Some(memory::Place::Device(o)) => Target::Pool(pool as u64, Some(o)),
                 Some(memory::Place::Host) => return real(dptr, bytesize, pool, stream),
-                None => Target::Current,
+                None => Target::Pool(pool as u64, None),
             };
             if dptr.is_null() {
                 return real(dptr, bytesize, pool, stream);
