@@ -165,7 +165,9 @@ int fake_cuda_state(int pid) {
  * release, or a reset) frees what is still allocated in it, as the driver
  * does; stream-ordered allocations come from a device's memory pool
  * (cuMemPoolCreate, cuDeviceGet[Default]MemPool, cuDeviceSetMemPool) and
- * are taken from the pool's device, outliving contexts. Device 0 is the fake NVML's
+ * are taken from the pool's device, outliving contexts; cuMemCreate's
+ * memory lives until its last handle reference, mapping and multicast
+ * binding end (cuda_vmm.inc). Device 0 is the fake NVML's
  * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
  * vendor apply to it; device 1 has no NVML twin.
  *
@@ -196,9 +198,11 @@ int fake_cuda_state(int pid) {
  * how many allocations ever reached the driver; fake_cuda_used_on(uuid) the
  * bytes held on the device of an NVML UUID text (the fake NVML adds them to
  * its used memory, as a real NVML sees the driver's). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "trace.h"
 
@@ -416,7 +420,7 @@ static CUresult current_dev(int *dev) {
   *dev = current->dev;
   return CUDA_SUCCESS;
 }
-enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP, K_CTX };
+enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX };
 
 /* Called by every entry point that needs a context (cuInit first). */
 static void books_fork_safe(void) { pthread_once(&fork_once, install_fork_handlers); }
@@ -1006,16 +1010,6 @@ CUresult cuMemAllocPitch(unsigned *p, unsigned *pitch, unsigned w, unsigned h, u
   }
   return r;
 }
-CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
-                     unsigned long long flags) {
-  count(__func__);
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (!h || !prop || flags || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      prop->location.id < 0 || prop->location.id >= NDEV)
-    return CUDA_ERROR_INVALID_VALUE;
-  return take_as(prop->location.id, n, K_HANDLE, h, 0);
-}
 static unsigned long long format_bytes(unsigned f) {
   switch (f) {
   case 0x01: case 0x08: return 1;
@@ -1073,7 +1067,6 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
   count(__func__);
   return give(p, K_PTR);
 }
-CUresult cuMemRelease(CUmemGenericAllocationHandle h) { count(__func__); return give(h, K_HANDLE); }
 CUresult cuArrayDestroy(CUarray a) { count(__func__); return give((uintptr_t)a, K_ARRAY); }
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
   count(__func__);
@@ -1194,6 +1187,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
   return r;
 }
 
+#include "cuda_vmm.inc"
 #include "cuda_launch.inc"
 #include "cuda_runtime.inc"
 
@@ -1248,6 +1242,25 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, 11020, 0},
     {"cuDeviceSetMemPool", (void *)cuDeviceSetMemPool, 11020, 0},
     {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
+    /* virtual memory management and multicast (cuda_vmm.inc) */
+    {"cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity, 10020, 0},
+    {"cuMemAddressReserve", (void *)cuMemAddressReserve, 10020, 0},
+    {"cuMemAddressFree", (void *)cuMemAddressFree, 10020, 0},
+    {"cuMemMap", (void *)cuMemMap, 10020, 0},
+    {"cuMemUnmap", (void *)cuMemUnmap, 10020, 0},
+    {"cuMemSetAccess", (void *)cuMemSetAccess, 10020, 0},
+    {"cuMemRetainAllocationHandle", (void *)cuMemRetainAllocationHandle, 11000, 0},
+    {"cuMemGetAllocationPropertiesFromHandle", (void *)cuMemGetAllocationPropertiesFromHandle, 10020, 0},
+    {"cuMemExportToShareableHandle", (void *)cuMemExportToShareableHandle, 10020, 0},
+    {"cuMemImportFromShareableHandle", (void *)cuMemImportFromShareableHandle, 10020, 0},
+    {"cuMulticastGetGranularity", (void *)cuMulticastGetGranularity, 12010, 0},
+    {"cuMulticastCreate", (void *)cuMulticastCreate, 12010, 0},
+    {"cuMulticastAddDevice", (void *)cuMulticastAddDevice, 12010, 0},
+    {"cuMulticastBindMem", (void *)cuMulticastBindMem, 12010, 0},
+    {"cuMulticastBindMem", (void *)cuMulticastBindMem_v2, 13010, 0},
+    {"cuMulticastBindAddr", (void *)cuMulticastBindAddr, 12010, 0},
+    {"cuMulticastBindAddr", (void *)cuMulticastBindAddr_v2, 13010, 0},
+    {"cuMulticastUnbind", (void *)cuMulticastUnbind, 12010, 0},
     {"cuArrayCreate", (void *)cuArrayCreate, 2000, 0},
     {"cuArrayCreate", (void *)cuArrayCreate_v2, 3020, 0},
     {"cuArray3DCreate", (void *)cuArray3DCreate, 2000, 0},
