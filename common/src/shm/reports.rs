@@ -275,8 +275,9 @@ fn forged(worker: &str, pid: i32) {
 }
 
 /// The caller's own worker's live processes of the caller's pid namespace
-/// that have used device slot `d` (from [`device_slot_for`]): (pid, bytes
-/// held there), as the hook's NVML process lists show them inside a worker.
+/// that hold memory on device slot `d` (from [`device_slot_for`]): (pid,
+/// bytes held there), as the hook's NVML process lists show them inside a
+/// worker.
 /// `None`: this process has not mapped its books yet (no limiter call).
 pub fn own_processes_on(d: usize) -> Option<Vec<(i32, u64)>> {
     let l = map::published()?;
@@ -289,8 +290,9 @@ pub fn own_processes_on(d: usize) -> Option<Vec<(i32, u64)>> {
             continue;
         }
         let pid = word_pid(st);
-        if process::alive(pid, Some(p.start.load(Acquire))) {
-            out.push((pid, low48(p.held.get(d)?.load(Acquire))));
+        let bytes = low48(p.held.get(d)?.load(Acquire));
+        if bytes > 0 && process::alive(pid, Some(p.start.load(Acquire))) {
+            out.push((pid, bytes));
         }
     }
     Some(out)
