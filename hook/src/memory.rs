@@ -566,6 +566,36 @@ mod tests {
         shard(key).lock().get(&(Kind::Pointer, key)).map(|r| r.ctx)
     }
 
+    fn kept(pool: u64) -> Option<u64> {
+        POOLS.lock().get(&pool).map(|p| p.kept)
+    }
+
+    /// A pool's freed bytes stay kept (on the slot they were charged to)
+    /// until it serves an allocation with them or the driver says it
+    /// released them; a destroyed pool keeps nothing more.
+    #[test]
+    fn pools_keep_freed_bytes_until_released() {
+        let pool = 0x7e57_2000_0000;
+        assert!(!keep(pool, 3, 100), "a pool the hook never met keeps nothing");
+        pool_at(pool, Place::Device(0));
+        assert!(keep(pool, 3, 100));
+        assert!(!keep(pool, 4, 1), "bytes of another slot are not this pool's");
+        assert_eq!(take_kept(pool, 4, 10), 0);
+        assert_eq!(take_kept(pool, 3, 60), 60);
+        assert_eq!(take_kept(pool, 3, 60), 40);
+        assert_eq!(kept(pool), Some(0));
+        assert!(keep(pool, 3, 100));
+        settle_pool(pool, Some(130));
+        assert_eq!(kept(pool), Some(100), "never more than it kept");
+        settle_pool(pool, Some(30));
+        assert_eq!(kept(pool), Some(30), "what the driver released goes back");
+        settle_pool(pool, None);
+        assert_eq!(kept(pool), Some(0), "a driver that cannot say released it");
+        assert!(!keep(0, 3, 1));
+        pool_gone(pool);
+        assert!(!keep(pool, 3, 1), "a destroyed pool's frees go back at once");
+    }
+
     /// A context's records leave the map before the driver destroys it: a
     /// record made afterwards in a context that reuses the handle stays;
     /// a failed destruction puts them back, an address reused meanwhile
