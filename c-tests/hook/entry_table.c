@@ -43,6 +43,9 @@ static const char *const must_wrap[] = {
     /* where a pool allocates */
     "cuMemPoolCreate", "cuMemPoolDestroy", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool",
     "cuDeviceSetMemPool",
+    /* when a pool releases what it keeps */
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuEventSynchronize",
+    "cuMemPoolTrimTo",
     /* entry points */
     "cuGetProcAddress", "cuGetProcAddress_v2",
 };

@@ -576,10 +576,16 @@ mod tests {
     #[test]
     fn pools_keep_freed_bytes_until_released() {
         let pool = 0x7e57_2000_0000;
-        assert!(!keep(pool, 3, 100), "a pool the hook never met keeps nothing");
+        assert!(
+            !keep(pool, 3, 100),
+            "a pool the hook never met keeps nothing"
+        );
         pool_at(pool, Place::Device(0));
         assert!(keep(pool, 3, 100));
-        assert!(!keep(pool, 4, 1), "bytes of another slot are not this pool's");
+        assert!(
+            !keep(pool, 4, 1),
+            "bytes of another slot are not this pool's"
+        );
         assert_eq!(take_kept(pool, 4, 10), 0);
         assert_eq!(take_kept(pool, 3, 60), 60);
         assert_eq!(take_kept(pool, 3, 60), 40);
@@ -593,7 +599,10 @@ mod tests {
         assert_eq!(kept(pool), Some(0), "a driver that cannot say released it");
         assert!(!keep(0, 3, 1));
         pool_gone(pool);
-        assert!(!keep(pool, 3, 1), "a destroyed pool's frees go back at once");
+        assert!(
+            !keep(pool, 3, 1),
+            "a destroyed pool's frees go back at once"
+        );
     }
 
     /// A context's records leave the map before the driver destroys it: a
