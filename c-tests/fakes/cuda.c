@@ -1086,7 +1086,27 @@ CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
   pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
 }
-/* ---- copies: through the host buffer behind [p, p + n) of one allocation ---- */
+/* ---- copies and memsets: through the host buffer behind [p, p + n) of one
+ * allocation ---- */
+/* Under mu: the host bytes behind [p, p + n) of one allocation (made on
+ * first touch), p aligned to `align` in it; NULL with *r set otherwise. */
+static unsigned char *backing(CUdeviceptr p, size_t n, size_t align, CUresult *r) {
+  *r = CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < nblk; i++)
+    if (blk[i].kind == K_PTR && p >= blk[i].key && p - blk[i].key < blk[i].bytes) {
+      if (n > blk[i].bytes - (p - blk[i].key) || (p - blk[i].key) % align)
+        return NULL;
+      if (!blk[i].host)
+        blk[i].host = calloc(1, blk[i].bytes);
+      if (!blk[i].host) {
+        *r = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+      }
+      *r = CUDA_SUCCESS;
+      return blk[i].host + (p - blk[i].key);
+    }
+  return NULL;
+}
 static CUresult copy(CUdeviceptr p, void *host, size_t n, int to_device) {
   int dev;
   if (!host)
@@ -1094,23 +1114,10 @@ static CUresult copy(CUdeviceptr p, void *host, size_t n, int to_device) {
   CUresult r = current_dev(&dev);
   if (r != CUDA_SUCCESS)
     return r;
-  r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < nblk; i++)
-    if (blk[i].kind == K_PTR && p >= blk[i].key && p - blk[i].key < blk[i].bytes) {
-      if (n > blk[i].bytes - (p - blk[i].key))
-        break;
-      if (!blk[i].host)
-        blk[i].host = calloc(1, blk[i].bytes);
-      if (!blk[i].host) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        break;
-      }
-      unsigned char *d = blk[i].host + (p - blk[i].key);
-      memcpy(to_device ? d : host, to_device ? host : d, n);
-      r = CUDA_SUCCESS;
-      break;
-    }
+  unsigned char *d = backing(p, n, 1, &r);
+  if (d)
+    memcpy(to_device ? d : host, to_device ? host : d, n);
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -1118,9 +1125,18 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
   return copy(dst, (void *)src, n, 1);
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return copy(src, dst, n, 0); }
+/* The Async ones at once (no real stream). */
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+  (void)s;
+  return copy(dst, (void *)src, n, 1);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+  (void)s;
+  return copy(src, dst, n, 0);
+}
 
-/* ---- memsets: `n` elements of `size` bytes (1, 2, 4) set to `value`,
- * through the same host buffer; the Async ones at once (no real stream) ---- */
+/* Memsets: `n` elements of `size` bytes (1, 2, 4) set to `value`; the Async
+ * ones at once. */
 static CUresult fill(CUdeviceptr p, unsigned value, size_t n, size_t size) {
   int dev;
   CUresult r = current_dev(&dev);
@@ -1128,24 +1144,10 @@ static CUresult fill(CUdeviceptr p, unsigned value, size_t n, size_t size) {
     return r;
   if (n > SIZE_MAX / size)
     return CUDA_ERROR_INVALID_VALUE;
-  r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < nblk; i++)
-    if (blk[i].kind == K_PTR && p >= blk[i].key && p - blk[i].key < blk[i].bytes) {
-      if (n * size > blk[i].bytes - (p - blk[i].key) || (p - blk[i].key) % size)
-        break;
-      if (!blk[i].host)
-        blk[i].host = calloc(1, blk[i].bytes);
-      if (!blk[i].host) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        break;
-      }
-      unsigned char *d = blk[i].host + (p - blk[i].key);
-      for (size_t k = 0; k < n; k++)
-        memcpy(d + k * size, &value, size); /* little-endian: the low bytes */
-      r = CUDA_SUCCESS;
-      break;
-    }
+  unsigned char *d = backing(p, n * size, size, &r);
+  for (size_t k = 0; d && k < n; k++)
+    memcpy(d + k * size, &value, size); /* little-endian: the low bytes */
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -1284,6 +1286,10 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGraphLaunch", (void *)cuGraphLaunch_ptsz, 10000, PT},
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2, 3020, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2, 3020, 0},
+    {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2, 3020, 0},
+    {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2, 7000, PT},
+    {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2, 3020, 0},
+    {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2, 7000, PT},
     {"cuMemsetD8", (void *)cuMemsetD8_v2, 3020, 0},
     {"cuMemsetD8", (void *)cuMemsetD8_v2, 7000, PT},
     {"cuMemsetD16", (void *)cuMemsetD16_v2, 3020, 0},

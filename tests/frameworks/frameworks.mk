@@ -22,7 +22,7 @@ $(FRAMEWORKS)/%/.installed: tests/frameworks/%.txt
 	python3 -m pip download --quiet --no-deps --only-binary=:all: -r $< -d $(FRAMEWORKS)/wheels/$* \
 	  || { echo "FAIL: cannot fetch the wheels of $< with 'python3 -m pip download'" \
 	       "(pip's reason above): the $* test cannot run" >&2; exit 1; }
-	python3 -m pip install --quiet --root-user-action=ignore --no-deps --no-index --find-links $(FRAMEWORKS)/wheels/$* \
+	python3 -m pip install --quiet --root-user-action=ignore --no-compile --no-deps --no-index --find-links $(FRAMEWORKS)/wheels/$* \
 	  --target $(FRAMEWORKS)/$* -r $<
 	@touch $@
 

@@ -11,7 +11,8 @@ For each of the framework's allocators, a worker limited to 1 GiB (the
 hypervisor's SetMemHardLimit through libaccelerator) runs worker.py, and
 the host reads the worker's usage with liblimiter's limiterGetWorkerUsage
 at each of its checkpoints:
-- alone: the framework sees the limit as its device's total; it fills the
+- alone: the framework sees the limit as its device's total (CuPy's
+  memsets read back); it fills the
   worker exactly (its context's reservation and its 64 MiB buffers add up
   to 1 GiB) and the next buffer is refused with the framework's own
   out-of-memory error; freed buffers stay charged while its allocator keeps
@@ -151,6 +152,8 @@ def alone(host, framework, site, hook, allocator):
     w = Worker(framework, site, hook, worker, allocator)
     start = w.next("start")
     check(start.get("total") == LIMIT, f"{w.name}: the device's total is the limit: {start}")
+    if framework == "cupy":
+        check(start.get("memsets") is True, f"{w.name}: memsets read back: {start}")
     base = host.usage(worker)
     check(base < LIMIT, f"{w.name}: its context takes {base} before any buffer")
     full = w.next("full")

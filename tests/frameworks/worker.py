@@ -7,7 +7,9 @@ Usage: worker.py FRAMEWORK ALLOCATOR [HOLD]
              expandable, async), named for the report only
   HOLD       fill at most this many chunks (default: until refused)
 
-It allocates CHUNK-byte buffers until the framework refuses one with its
+CuPy first sets a small buffer with cudaMemset and cudaMemsetAsync and
+reads it back (given back before the start). Then it allocates CHUNK-byte
+buffers until the framework refuses one with its
 own out-of-memory error, then walks the release steps, stopping at each
 checkpoint: it prints one JSON line {"at": NAME, ...} and waits for a line
 on standard input before going on, so the host can read the worker's
@@ -41,6 +43,19 @@ class Cupy:
     def info(self):
         free, total = self.cp.cuda.runtime.memGetInfo()
         return {"free": free, "total": total}
+
+    def memsets(self):
+        """cudaMemset and cudaMemsetAsync of a small buffer read back (the
+        driver's cuMemsetD*), the buffer then given back."""
+        rt, x = self.cp.cuda.runtime, self.cp.empty(4096, dtype=self.cp.uint8)
+        rt.memset(x.data.ptr, 0x5A, 4096)
+        ok = bool((x.get() == 0x5A).all())
+        rt.memsetAsync(x.data.ptr + 1024, 0xA5, 1024, 0)
+        y = x.get()
+        ok = ok and bool((y[1024:2048] == 0xA5).all() and (y[2048:] == 0x5A).all())
+        del x
+        self.release()
+        return ok
 
     def chunk(self):
         return self.cp.empty(CHUNK, dtype=self.cp.uint8)
@@ -84,7 +99,8 @@ def main():
     framework, allocator = sys.argv[1], sys.argv[2]
     hold = int(sys.argv[3]) if len(sys.argv) > 3 else None
     fw = (Cupy if framework == "cupy" else Torch)(allocator)
-    checkpoint("start", **fw.info())
+    memsets = fw.memsets() if framework == "cupy" else None
+    checkpoint("start", memsets=memsets, **fw.info())
     chunks, refusal = [], None
     while hold is None or len(chunks) < hold:
         try:
