@@ -444,7 +444,8 @@ fn take_kept(pool: u64, slot: usize, bytes: u64) -> u64 {
 /// After a synchronization: each pool that keeps bytes settles with what
 /// `idle(pool)` says the driver still holds unused in it.
 pub fn settle_pools(idle: impl Fn(u64) -> Option<u64>) {
-    if !KEEPING.swap(false, AcqRel) {
+    // A load first: a synchronization with nothing kept writes nothing.
+    if !KEEPING.load(Acquire) || !KEEPING.swap(false, AcqRel) {
         return;
     }
     let keeping: Vec<u64> = POOLS
