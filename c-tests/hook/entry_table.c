@@ -7,7 +7,8 @@
  * Usage (under LD_PRELOAD=libcuda_limiter.so, the fake libcuda.so.1 on the
  * library path): entry_table REQUESTS-12.9 REQUESTS-13.5 EXPORTS
  * Prints the docs/hook.md table (markdown) and checks the rule: the hook
- * returns its wrapper exactly for the functions that allocate, free,
+ * returns its wrapper exactly for the functions that allocate, free (or
+ * start or end a reference to memory),
  * create or destroy contexts, launch work, report memory (or tell it where
  * a pool is, or hand out entry points), v1 and _v2/_v3/_v4/_ptsz alike,
  * and the driver's own pointer for the rest; every such request must be
@@ -30,6 +31,10 @@ static const char *const must_wrap[] = {
     /* free */
     "cuMemFree", "cuMemFree_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemRelease",
     "cuArrayDestroy", "cuMipmappedArrayDestroy",
+    /* start or end a reference to cuMemCreate's memory */
+    "cuMemMap", "cuMemUnmap", "cuMemRetainAllocationHandle", "cuMemExportToShareableHandle",
+    "cuMemImportFromShareableHandle", "cuMulticastCreate", "cuMulticastBindMem",
+    "cuMulticastBindMem_v2", "cuMulticastBindAddr", "cuMulticastBindAddr_v2", "cuMulticastUnbind",
     /* contexts */
     "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
     "cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",

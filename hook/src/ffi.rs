@@ -335,7 +335,7 @@ table!(Cu, CUDA_HOOKS {
     MemAllocFromPoolAsync = c"cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync as *const c_void,
     MemAllocFromPoolAsyncPtsz = c"cuMemAllocFromPoolAsync_ptsz"
         => cuMemAllocFromPoolAsync_ptsz as *const c_void,
-    MemCreate = c"cuMemCreate" => cuMemCreate as *const c_void,
+    MemCreate = c"cuMemCreate" => vmm::cuMemCreate as *const c_void,
     ArrayCreateV2 = c"cuArrayCreate_v2" => cuArrayCreate_v2 as *const c_void,
     Array3DCreateV2 = c"cuArray3DCreate_v2" => cuArray3DCreate_v2 as *const c_void,
     ArrayCreate = c"cuArrayCreate" => cuArrayCreate as *const c_void,
@@ -345,7 +345,22 @@ table!(Cu, CUDA_HOOKS {
     MemFree = c"cuMemFree" => cuMemFree as *const c_void,
     MemFreeAsync = c"cuMemFreeAsync" => cuMemFreeAsync as *const c_void,
     MemFreeAsyncPtsz = c"cuMemFreeAsync_ptsz" => cuMemFreeAsync_ptsz as *const c_void,
-    MemRelease = c"cuMemRelease" => cuMemRelease as *const c_void,
+    MemRelease = c"cuMemRelease" => vmm::cuMemRelease as *const c_void,
+    MemMap = c"cuMemMap" => vmm::cuMemMap as *const c_void,
+    MemUnmap = c"cuMemUnmap" => vmm::cuMemUnmap as *const c_void,
+    MemRetainAllocationHandle = c"cuMemRetainAllocationHandle"
+        => vmm::cuMemRetainAllocationHandle as *const c_void,
+    MemExportToShareableHandle = c"cuMemExportToShareableHandle"
+        => vmm::cuMemExportToShareableHandle as *const c_void,
+    MemImportFromShareableHandle = c"cuMemImportFromShareableHandle"
+        => vmm::cuMemImportFromShareableHandle as *const c_void,
+    MulticastCreate = c"cuMulticastCreate" => vmm::cuMulticastCreate as *const c_void,
+    MulticastBindMem = c"cuMulticastBindMem" => vmm::cuMulticastBindMem as *const c_void,
+    MulticastBindMemV2 = c"cuMulticastBindMem_v2" => vmm::cuMulticastBindMem_v2 as *const c_void,
+    MulticastBindAddr = c"cuMulticastBindAddr" => vmm::cuMulticastBindAddr as *const c_void,
+    MulticastBindAddrV2 = c"cuMulticastBindAddr_v2"
+        => vmm::cuMulticastBindAddr_v2 as *const c_void,
+    MulticastUnbind = c"cuMulticastUnbind" => vmm::cuMulticastUnbind as *const c_void,
     ArrayDestroy = c"cuArrayDestroy" => cuArrayDestroy as *const c_void,
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
@@ -489,6 +504,7 @@ static FORK_HANDLERS: Once = Once::new();
 extern "C" fn before_fork() {
     context::lock_all_for_fork();
     memory::lock_all_for_fork();
+    crate::vmm::lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -499,6 +515,7 @@ extern "C" fn after_fork_parent() {
         unsafe { s.force_unlock() };
     }
     unsafe { pools.force_unlock() };
+    unsafe { crate::vmm::fork_lock().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -509,6 +526,7 @@ extern "C" fn after_fork_parent() {
 extern "C" fn after_fork_child() {
     after_fork_parent();
     memory::forget_after_fork();
+    crate::vmm::forget_after_fork();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -618,8 +636,10 @@ macro_rules! real_or_return {
     };
 }
 
-// Launches (`launch.rs`): after the macro above.
+// Launches (`launch.rs`) and virtual memory management (`vmm.rs`): after
+// the macro above.
 mod launch;
+mod vmm;
 
 // ---- cuGetProcAddress --------------------------------------------------------------
 
@@ -815,38 +835,6 @@ macro_rules! pitch_alloc {
 pitch_alloc!(cuMemAllocPitch_v2, Cu::MemAllocPitchV2, CUdeviceptr, usize);
 pitch_alloc!(cuMemAllocPitch, Cu::MemAllocPitch, c_uint, c_uint);
 
-#[no_mangle]
-pub unsafe extern "C" fn cuMemCreate(
-    handle: *mut CUmemGenericAllocationHandle,
-    size: usize,
-    prop: *const MemAllocationProp,
-    flags: u64,
-) -> CuResult {
-    type F = unsafe extern "C" fn(
-        *mut CUmemGenericAllocationHandle,
-        usize,
-        *const MemAllocationProp,
-        u64,
-    ) -> CuResult;
-    let real = real_or_return!(Cu::MemCreate, F);
-    if handle.is_null() || prop.is_null() {
-        return real(handle, size, prop, flags);
-    }
-    let target = match &(*prop).location {
-        l if l.kind == CU_MEM_LOCATION_TYPE_DEVICE => Target::Ordinal(l.id),
-        _ => Target::Current,
-    };
-    allocate_into(
-        target,
-        Kind::Handle,
-        size as u64,
-        handle,
-        |h| h,
-        || real(handle, size, prop, flags),
-    )
-}
-
-/// The bytes an array descriptor asks for.
 trait ArrayShape {
     fn bytes(&self) -> u64;
 }
@@ -957,7 +945,6 @@ release!(cuMemFree, Cu::MemFree, Kind::Pointer, dptr: c_uint);
 release!(cuMemFreeAsync, Cu::MemFreeAsync, Kind::Pointer, dptr: CUdeviceptr, stream: CUstream);
 release!(cuMemFreeAsync_ptsz, Cu::MemFreeAsyncPtsz, Kind::Pointer, dptr: CUdeviceptr,
          stream: CUstream);
-release!(cuMemRelease, Cu::MemRelease, Kind::Handle, handle: CUmemGenericAllocationHandle);
 release!(cuArrayDestroy, Cu::ArrayDestroy, Kind::Array, hArray: CUarray);
 release!(cuMipmappedArrayDestroy, Cu::MipmappedArrayDestroy, Kind::Mipmapped,
          hMipmappedArray: CUmipmappedArray);

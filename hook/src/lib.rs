@@ -5,6 +5,8 @@
 //!   interposed `dlsym`, `cuGetProcAddress[_v2]` and the real functions.
 //! - `memory`: charging allocations before the driver runs, giving frees
 //!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
+//! - `vmm`: how long `cuMemCreate`'s memory stays charged (handle
+//!   references, mappings, multicast bindings).
 //! - `context`: the memory the driver reserves for a context, charged
 //!   from its creation to its destruction.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
@@ -26,3 +28,4 @@ mod launch;
 mod limits;
 mod memory;
 mod refresh;
+mod vmm;

@@ -22,7 +22,8 @@
 //! context they were made in, and [`free_context`] gives them back then.
 //! Stream-ordered allocations come from a memory pool, which belongs to a
 //! device, not to a context; `cuMemCreate`'s physical memory names its
-//! device too: neither is tied to a context.
+//! device too: neither is tied to a context. How long `cuMemCreate`'s
+//! memory stays charged (handles, mappings, bindings) is `vmm`'s.
 //!
 //! Pools: `cuMemAllocFromPoolAsync` takes its bytes from the pool's
 //! device, whatever the current one is. No driver call says where a pool
@@ -57,8 +58,6 @@ pub trait Driver {
 pub enum Kind {
     /// A device pointer (`CUdeviceptr`).
     Pointer,
-    /// A `CUmemGenericAllocationHandle` (cuMemCreate).
-    Handle,
     /// A `CUarray`.
     Array,
     /// A `CUmipmappedArray`.
@@ -187,6 +186,21 @@ pub fn allocate(
     bytes: u64,
     call: impl FnOnce() -> Allocated,
 ) -> CuResult {
+    allocate_with(drv, target, bytes, call, |key, device, bytes, ctx| {
+        remember(kind, key, device.slot, bytes, ctx)
+    })
+}
+
+/// [`allocate`], the success recorded by `record(key, device, bytes,
+/// context)` (memory whose lifetime is not one free's: `vmm`).
+#[inline]
+pub fn allocate_with(
+    drv: &impl Driver,
+    target: Target,
+    bytes: u64,
+    call: impl FnOnce() -> Allocated,
+    record: impl FnOnce(u64, Device, u64, u64),
+) -> CuResult {
     if !limits::active() || limits::passes_through() {
         return call().result;
     }
@@ -219,7 +233,7 @@ pub fn allocate(
                     bytes = actual;
                 }
             }
-            remember(kind, key, device.slot, bytes, ctx);
+            record(key, device, bytes, ctx);
         }
         _ => limits::give_back(device.slot, charged),
     }
