@@ -19,7 +19,14 @@
  *                      multicast bindings by handle and by address, a
  *                      host-located allocation and an address reservation
  *                      (uncharged), an import of another process's memory
- *                      (charged once, to that process) */
+ *                      (charged once, to that process)
+ *            graph     graph memory: a graph's allocation nodes
+ *                      (cuGraphAddMemAllocNode, a captured cuMemAllocAsync)
+ *                      are charged when it is instantiated, stay charged
+ *                      while the driver's graph pool keeps them (launches,
+ *                      frees outside the graph, relaunches, auto-free on
+ *                      launch, the exec destroyed) and are given back by
+ *                      cuDeviceGraphMemTrim */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -30,7 +37,7 @@
 typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr, CUmemGenericAllocationHandle;
-typedef void *CUcontext;
+typedef void *CUcontext, *CUstream, *CUgraph, *CUgraphExec, *CUgraphNode;
 typedef struct { unsigned type; int id; } CUmemLocation;
 typedef struct { /* cuda.h */
   unsigned type, requestedHandleTypes;
@@ -44,6 +51,27 @@ typedef struct {
   size_t size;
   unsigned long long handleTypes, flags;
 } CUmulticastObjectProp;
+typedef struct { /* cuda.h, CUDA 12 */
+  unsigned allocType, handleTypes;
+  CUmemLocation location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+typedef struct { /* cuda.h */
+  CUmemPoolProps poolProps;
+  const CUmemAccessDesc *accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct { /* cuda.h */
+  unsigned long long flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  int result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
 
 enum { /* cuda.h */
   CUDA_SUCCESS = 0,
@@ -57,6 +85,8 @@ enum { /* cuda.h */
   CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
   CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
   CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2,
+  CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH = 1,
+  CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
 };
 
 #define MIB (1024ull * 1024ull)
@@ -94,7 +124,27 @@ static struct {
   CUresult (*MulticastBindAddr)(CUmemGenericAllocationHandle, size_t, CUdeviceptr, size_t,
                                 unsigned long long);
   CUresult (*MulticastUnbind)(CUmemGenericAllocationHandle, CUdevice, size_t, size_t);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*GraphCreate)(CUgraph *, unsigned);
+  CUresult (*GraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                   CUDA_MEM_ALLOC_NODE_PARAMS *);
+  CUresult (*GraphAddMemFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                  CUdeviceptr);
+  CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphInstantiateWithParams)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
+  CUresult (*GraphUpload)(CUgraphExec, CUstream);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
+  CUresult (*DeviceGraphMemTrim)(CUdevice);
   int (*fake_mem)(int, unsigned long long *, unsigned long long *);
+  unsigned long long (*fake_calls)(const char *);
 } A;
 
 /* ---- the five ways ---- */
@@ -156,8 +206,29 @@ static void resolve(void) {
   A.MulticastBindMem = get("cuMulticastBindMem", 12010, "cuMulticastBindMem", NULL);
   A.MulticastBindAddr = get("cuMulticastBindAddr", 12010, "cuMulticastBindAddr", NULL);
   A.MulticastUnbind = get("cuMulticastUnbind", 12010, "cuMulticastUnbind", NULL);
+  A.MemAlloc = get("cuMemAlloc", 3020, "cuMemAlloc_v2", NULL);
+  A.MemFree = get("cuMemFree", 3020, "cuMemFree_v2", NULL);
+  A.MemAllocAsync = get("cuMemAllocAsync", 11020, "cuMemAllocAsync", "cuMemAllocAsync_ptsz");
+  A.MemFreeAsync = get("cuMemFreeAsync", 11020, "cuMemFreeAsync", "cuMemFreeAsync_ptsz");
+  A.StreamCreate = get("cuStreamCreate", 2000, "cuStreamCreate", NULL);
+  A.StreamBeginCapture = get("cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", NULL);
+  A.StreamEndCapture = get("cuStreamEndCapture", 10000, "cuStreamEndCapture", NULL);
+  A.GraphCreate = get("cuGraphCreate", 10000, "cuGraphCreate", NULL);
+  A.GraphAddMemAllocNode = get("cuGraphAddMemAllocNode", 11040, "cuGraphAddMemAllocNode", NULL);
+  A.GraphAddMemFreeNode = get("cuGraphAddMemFreeNode", 11040, "cuGraphAddMemFreeNode", NULL);
+  A.GraphInstantiateWithFlags =
+      get("cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", NULL);
+  A.GraphInstantiateWithParams = get("cuGraphInstantiateWithParams", 12000,
+                                     "cuGraphInstantiateWithParams",
+                                     "cuGraphInstantiateWithParams_ptsz");
+  A.GraphUpload = get("cuGraphUpload", 11010, "cuGraphUpload", NULL);
+  A.GraphLaunch = get("cuGraphLaunch", 10000, "cuGraphLaunch", "cuGraphLaunch_ptsz");
+  A.GraphExecDestroy = get("cuGraphExecDestroy", 10000, "cuGraphExecDestroy", NULL);
+  A.GraphDestroy = get("cuGraphDestroy", 10000, "cuGraphDestroy", NULL);
+  A.DeviceGraphMemTrim = get("cuDeviceGraphMemTrim", 11040, "cuDeviceGraphMemTrim", NULL);
   A.fake_mem = dlsym(lib, "fake_cuda_mem");
-  if (!A.fake_mem) {
+  A.fake_calls = dlsym(lib, "fake_cuda_calls");
+  if (!A.fake_mem || !A.fake_calls) {
     fprintf(stderr, "not the fake driver\n");
     exit(2);
   }
@@ -211,6 +282,16 @@ static unsigned long long charged(void) {
     unsigned long long before_ = driver_allocs();                              \
     EXPECT(call, CUDA_ERROR_OUT_OF_MEMORY);                                    \
     CHECK(driver_allocs() == before_, "%s: %s reached the driver", way, #call);\
+  } while (0)
+
+/* The driver holds `h` and the worker is charged `c` (the charge may run
+ * ahead of the driver, never behind it), neither above the limit. */
+#define BOOKED(h, c, what)                                                     \
+  do {                                                                         \
+    unsigned long long h_ = held(), c_ = charged();                            \
+    CHECK(h_ == (h) && c_ == (c) && h_ <= c_ && c_ <= L,                       \
+          "%s %s: the driver holds %llu, charged %llu, expected %llu and %llu", \
+          way, what, h_, c_, (unsigned long long)(h), (unsigned long long)(c)); \
   } while (0)
 
 static CUmemAllocationProp device_prop(unsigned handle_types) {
@@ -385,6 +466,109 @@ static void scenario_vmm(void) {
   foreign_import(half);
 }
 
+/* A graph of one allocation node of `n` bytes on device 0 (its address in
+ * *p), freed within the graph when `free_too`. */
+static CUgraph alloc_graph(size_t n, CUdeviceptr *p, int free_too) {
+  CUgraph g = NULL;
+  CUgraphNode a = NULL, f = NULL;
+  CUDA_MEM_ALLOC_NODE_PARAMS np;
+  memset(&np, 0, sizeof np);
+  np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  np.bytesize = n;
+  EXPECT(A.GraphCreate(&g, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddMemAllocNode(&a, g, NULL, 0, &np), CUDA_SUCCESS);
+  *p = np.dptr;
+  if (free_too)
+    EXPECT(A.GraphAddMemFreeNode(&f, g, &a, 1, np.dptr), CUDA_SUCCESS);
+  return g;
+}
+
+static void scenario_graph(void) {
+  CUcontext c;
+  EXPECT(A.CtxCreate(&c, 0, 0), CUDA_SUCCESS);
+  base_used = 0;
+  base_used = held();
+  size_t g = 2 * MIB, half = (size_t)L / 2;
+  CUdeviceptr p = 0, q = 0, r = 0;
+  CUgraphExec e = NULL, e2 = NULL;
+
+  /* An allocation node: charged at instantiation, taken at upload/launch. */
+  CUgraph gr = alloc_graph(half, &p, 0);
+  EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  BOOKED(0, half, "a graph instantiated (charged up front)");
+  EXPECT(A.GraphUpload(e, NULL), CUDA_SUCCESS);
+  BOOKED(half, half, "uploaded");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_ERROR_INVALID_VALUE); /* its allocation still live */
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  BOOKED(half, half, "its allocation freed outside the graph (the pool keeps it)");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half, half, "relaunched");
+  REFUSED(A.MemAlloc(&q, half + g));
+  /* A second graph the limit has no room for: refused before the driver. */
+  CUgraph gr2 = alloc_graph(half + g, &q, 1);
+  unsigned long long calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  EXPECT(A.GraphInstantiateWithFlags(&e2, gr2, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: the refused instantiation reached the driver", way);
+  EXPECT(A.GraphDestroy(gr2), CUDA_SUCCESS);
+  /* Destroyed, its allocation still live: the pool keeps both. */
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(half, half, "the exec destroyed, its allocation live, trimmed");
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  BOOKED(half, half, "the allocation freed: the pool still reserves it");
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "trimmed");
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+
+  /* Auto-free on launch: relaunching frees the last launch's allocation. */
+  gr = alloc_graph(half, &p, 0);
+  CUDA_GRAPH_INSTANTIATE_PARAMS ip = {CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, NULL, NULL, 0};
+  EXPECT(A.GraphInstantiateWithParams(&e, gr, &ip), CUDA_SUCCESS);
+  for (int i = 0; i < 3; i++)
+    EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half, half, "auto-free on launch, launched 3 times");
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "destroyed, freed, trimmed");
+  row("`cuGraphAddMemAllocNode`",
+      "at instantiation (`cuGraphInstantiate*`), what the graph's allocation nodes need beyond "
+      "the device's graph pool charge; refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "by `cuDeviceGraphMemTrim`, down to what live graphs need or the driver still reserves "
+      "(a destroyed graph's memory stays in the pool until then)",
+      "charged before the driver takes it (at upload or first launch)");
+
+  /* Captured from a stream, freed outside the graph, relaunched. */
+  CUstream s = NULL;
+  EXPECT(A.StreamCreate(&s, 0), CUDA_SUCCESS);
+  EXPECT(A.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT(A.MemAllocAsync(&r, half / 2, s), CUDA_SUCCESS);
+  EXPECT(A.StreamEndCapture(s, &gr), CUDA_SUCCESS);
+  BOOKED(0, half / 2, "captured (charged as an allocation)");
+  EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half / 2, half, "instantiated and launched");
+  EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
+  BOOKED(half / 2, half / 2, "freed outside the graph");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half / 2, half / 2, "relaunched");
+  EXPECT(A.MemFree(r), CUDA_SUCCESS);
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "all given back");
+  row("`cuMemAllocAsync` captured into a graph",
+      "as an allocation from the capture to its first free, and as the graph's allocation node "
+      "at instantiation",
+      "the graph's part by `cuDeviceGraphMemTrim`",
+      "charged twice between the capture and the first free (the driver takes nothing at "
+      "capture)");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -401,6 +585,8 @@ int main(int argc, char **argv) {
   EXPECT(A.Init(0), CUDA_SUCCESS);
   if (strcmp(argv[2], "vmm") == 0) {
     scenario_vmm();
+  } else if (strcmp(argv[2], "graph") == 0) {
+    scenario_graph();
   } else {
     fprintf(stderr, "unknown scenario %s\n", argv[2]);
     return 2;

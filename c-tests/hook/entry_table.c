@@ -8,7 +8,8 @@
  * library path): entry_table REQUESTS-12.9 REQUESTS-13.5 EXPORTS
  * Prints the docs/hook.md table (markdown) and checks the rule: the hook
  * returns its wrapper exactly for the functions that allocate, free (or
- * start or end a reference to memory),
+ * start or end a reference to memory, or instantiate, destroy or trim
+ * graph memory),
  * create or destroy contexts, launch work, report memory (or tell it where
  * a pool is, or hand out entry points), v1 and _v2/_v3/_v4/_ptsz alike,
  * and the driver's own pointer for the rest; every such request must be
@@ -35,6 +36,9 @@ static const char *const must_wrap[] = {
     "cuMemMap", "cuMemUnmap", "cuMemRetainAllocationHandle", "cuMemExportToShareableHandle",
     "cuMemImportFromShareableHandle", "cuMulticastCreate", "cuMulticastBindMem",
     "cuMulticastBindMem_v2", "cuMulticastBindAddr", "cuMulticastBindAddr_v2", "cuMulticastUnbind",
+    /* graph memory: charged at instantiation, given back by a trim */
+    "cuGraphInstantiate_v2", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
+    "cuGraphInstantiateWithParams_ptsz", "cuGraphExecDestroy", "cuDeviceGraphMemTrim",
     /* contexts */
     "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
     "cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",

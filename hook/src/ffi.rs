@@ -361,6 +361,15 @@ table!(Cu, CUDA_HOOKS {
     MulticastBindAddrV2 = c"cuMulticastBindAddr_v2"
         => vmm::cuMulticastBindAddr_v2 as *const c_void,
     MulticastUnbind = c"cuMulticastUnbind" => vmm::cuMulticastUnbind as *const c_void,
+    GraphInstantiateV2 = c"cuGraphInstantiate_v2" => graphs::cuGraphInstantiate_v2 as *const c_void,
+    GraphInstantiateWithFlags = c"cuGraphInstantiateWithFlags"
+        => graphs::cuGraphInstantiateWithFlags as *const c_void,
+    GraphInstantiateWithParams = c"cuGraphInstantiateWithParams"
+        => graphs::cuGraphInstantiateWithParams as *const c_void,
+    GraphInstantiateWithParamsPtsz = c"cuGraphInstantiateWithParams_ptsz"
+        => graphs::cuGraphInstantiateWithParams_ptsz as *const c_void,
+    GraphExecDestroy = c"cuGraphExecDestroy" => graphs::cuGraphExecDestroy as *const c_void,
+    DeviceGraphMemTrim = c"cuDeviceGraphMemTrim" => graphs::cuDeviceGraphMemTrim as *const c_void,
     ArrayDestroy = c"cuArrayDestroy" => cuArrayDestroy as *const c_void,
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
@@ -400,6 +409,10 @@ table!(Cu, CUDA_HOOKS {
     CtxGetCurrent = c"cuCtxGetCurrent" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
+    GraphGetNodes = c"cuGraphGetNodes" => NONE,
+    GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
+    GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
+    DeviceGetGraphMemAttribute = c"cuDeviceGetGraphMemAttribute" => NONE,
 });
 
 table!(Nv, NVML_HOOKS {
@@ -505,6 +518,7 @@ extern "C" fn before_fork() {
     context::lock_all_for_fork();
     memory::lock_all_for_fork();
     crate::vmm::lock_for_fork();
+    crate::graphs::lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -516,6 +530,7 @@ extern "C" fn after_fork_parent() {
     }
     unsafe { pools.force_unlock() };
     unsafe { crate::vmm::fork_lock().force_unlock() };
+    unsafe { crate::graphs::fork_lock().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -527,6 +542,7 @@ extern "C" fn after_fork_child() {
     after_fork_parent();
     memory::forget_after_fork();
     crate::vmm::forget_after_fork();
+    crate::graphs::forget_after_fork();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -636,8 +652,9 @@ macro_rules! real_or_return {
     };
 }
 
-// Launches (`launch.rs`) and virtual memory management (`vmm.rs`): after
-// the macro above.
+// Launches (`launch.rs`), virtual memory management (`vmm.rs`) and graph
+// memory (`graphs.rs`): after the macro above.
+mod graphs;
 mod launch;
 mod vmm;
 

@@ -7,6 +7,8 @@
 //!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
 //! - `vmm`: how long `cuMemCreate`'s memory stays charged (handle
 //!   references, mappings, multicast bindings).
+//! - `graphs`: graph memory, charged when a graph with allocation nodes is
+//!   instantiated.
 //! - `context`: the memory the driver reserves for a context, charged
 //!   from its creation to its destruction.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
@@ -24,6 +26,7 @@
 mod context;
 mod devices;
 mod ffi;
+mod graphs;
 mod launch;
 mod limits;
 mod memory;
