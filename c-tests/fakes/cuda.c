@@ -987,6 +987,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_launch.inc"
 #include "cuda_runtime.inc"
 #include "cuda_graphmem.inc"
+#include "cuda_location_pools.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -1038,6 +1039,9 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetDefaultMemPool", (void *)cuDeviceGetDefaultMemPool, 11020, 0},
     {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, 11020, 0},
     {"cuDeviceSetMemPool", (void *)cuDeviceSetMemPool, 11020, 0},
+    {"cuMemGetDefaultMemPool", (void *)cuMemGetDefaultMemPool, 13000, 0},
+    {"cuMemGetMemPool", (void *)cuMemGetMemPool, 13000, 0},
+    {"cuMemSetMemPool", (void *)cuMemSetMemPool, 13000, 0},
     {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
     /* virtual memory management and multicast (cuda_vmm.inc) */
     {"cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity, 10020, 0},

@@ -26,7 +26,10 @@
  *                      while the driver's graph pool keeps them (launches,
  *                      frees outside the graph, relaunches, auto-free on
  *                      launch, the exec destroyed) and are given back by
- *                      cuDeviceGraphMemTrim */
+ *                      cuDeviceGraphMemTrim
+ *            pools13   CUDA 13's location-based pool calls: device 0's pool,
+ *                      got by its location while device 1 is current, is
+ *                      charged to device 0 */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -99,7 +102,7 @@ enum { /* cuda.h */
 
 static struct {
   CUresult (*Init)(unsigned);
-  CUresult (*CtxCreate)(CUcontext *, unsigned, CUdevice);
+  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
   CUresult (*MemGetInfo)(size_t *, size_t *);
   CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
   CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
@@ -124,6 +127,11 @@ static struct {
   CUresult (*MulticastBindAddr)(CUmemGenericAllocationHandle, size_t, CUdeviceptr, size_t,
                                 unsigned long long);
   CUresult (*MulticastUnbind)(CUmemGenericAllocationHandle, CUdevice, size_t, size_t);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*MemGetDefaultMemPool)(void **, CUmemLocation *, int);
+  CUresult (*MemGetMemPool)(void **, CUmemLocation *, int);
+  CUresult (*MemSetMemPool)(CUmemLocation *, int, void *);
+  CUresult (*MemAllocFromPoolAsync)(CUdeviceptr *, size_t, void *, CUstream);
   CUresult (*MemAlloc)(CUdeviceptr *, size_t);
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemAllocAsync)(CUdeviceptr *, size_t, CUstream);
@@ -182,7 +190,8 @@ static void *get(const char *base, int since, const char *exported, const char *
 
 static void resolve(void) {
   A.Init = get("cuInit", 2000, "cuInit", NULL);
-  A.CtxCreate = get("cuCtxCreate", 3020, "cuCtxCreate_v2", NULL);
+  /* (cuCtxCreate's signature changes with the version asked: _v3, _v4.) */
+  A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", NULL);
   A.MemGetInfo = get("cuMemGetInfo", 3020, "cuMemGetInfo_v2", NULL);
   A.MemGetAllocationGranularity =
       get("cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", NULL);
@@ -206,6 +215,12 @@ static void resolve(void) {
   A.MulticastBindMem = get("cuMulticastBindMem", 12010, "cuMulticastBindMem", NULL);
   A.MulticastBindAddr = get("cuMulticastBindAddr", 12010, "cuMulticastBindAddr", NULL);
   A.MulticastUnbind = get("cuMulticastUnbind", 12010, "cuMulticastUnbind", NULL);
+  A.CtxSetCurrent = get("cuCtxSetCurrent", 4000, "cuCtxSetCurrent", NULL);
+  A.MemGetDefaultMemPool = get("cuMemGetDefaultMemPool", 13000, "cuMemGetDefaultMemPool", NULL);
+  A.MemGetMemPool = get("cuMemGetMemPool", 13000, "cuMemGetMemPool", NULL);
+  A.MemSetMemPool = get("cuMemSetMemPool", 13000, "cuMemSetMemPool", NULL);
+  A.MemAllocFromPoolAsync = get("cuMemAllocFromPoolAsync", 11020, "cuMemAllocFromPoolAsync",
+                                "cuMemAllocFromPoolAsync_ptsz");
   A.MemAlloc = get("cuMemAlloc", 3020, "cuMemAlloc_v2", NULL);
   A.MemFree = get("cuMemFree", 3020, "cuMemFree_v2", NULL);
   A.MemAllocAsync = get("cuMemAllocAsync", 11020, "cuMemAllocAsync", "cuMemAllocAsync_ptsz");
@@ -294,6 +309,14 @@ static unsigned long long charged(void) {
           way, what, h_, c_, (unsigned long long)(h), (unsigned long long)(c)); \
   } while (0)
 
+/* Device `dev`'s primary context, made current. */
+static CUcontext context(int dev) {
+  CUcontext c = NULL;
+  EXPECT(A.PrimaryCtxRetain(&c, dev), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  return c;
+}
+
 static CUmemAllocationProp device_prop(unsigned handle_types) {
   CUmemAllocationProp p = {CU_MEM_ALLOCATION_TYPE_PINNED, handle_types,
                            {CU_MEM_LOCATION_TYPE_DEVICE, 0}, NULL, {0}};
@@ -354,8 +377,7 @@ static void foreign_import(size_t n) {
 }
 
 static void scenario_vmm(void) {
-  CUcontext c;
-  EXPECT(A.CtxCreate(&c, 0, 0), CUDA_SUCCESS);
+  context(0);
   base_used = 0;
   base_used = held();
   size_t g = 0, half = (size_t)L / 2;
@@ -485,8 +507,7 @@ static CUgraph alloc_graph(size_t n, CUdeviceptr *p, int free_too) {
 }
 
 static void scenario_graph(void) {
-  CUcontext c;
-  EXPECT(A.CtxCreate(&c, 0, 0), CUDA_SUCCESS);
+  context(0);
   base_used = 0;
   base_used = held();
   size_t g = 2 * MIB, half = (size_t)L / 2;
@@ -569,6 +590,36 @@ static void scenario_graph(void) {
       "capture)");
 }
 
+static void scenario_pools13(void) {
+  CUcontext c0 = context(0);
+  base_used = 0;
+  base_used = held();
+  CUcontext c1 = context(1);
+  size_t half = (size_t)L / 2, g = 2 * MIB;
+  CUmemLocation dev0 = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  void *pool = NULL, *current = NULL;
+  CUdeviceptr p = 0, q = 0;
+  /* Device 1 is current; device 0's pools are named by location. */
+  EXPECT(A.MemGetDefaultMemPool(&pool, &dev0, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, pool, NULL), CUDA_SUCCESS);
+  REFUSED(A.MemAllocFromPoolAsync(&q, half + g, pool, NULL));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "device 0's default pool by location, from device 1");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemSetMemPool(&dev0, CU_MEM_ALLOCATION_TYPE_PINNED, pool), CUDA_SUCCESS);
+  EXPECT(A.MemGetMemPool(&current, &dev0, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+  CHECK(current == pool, "%s: the current pool of device 0", way);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, current, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "device 0's current pool by location, from device 1");
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed");
+  row("`cuMemGetDefaultMemPool` / `cuMemGetMemPool` / `cuMemSetMemPool` (CUDA 13, a location)",
+      "allocations from the pool, on the device its location names (host locations: never)",
+      "with their frees", "–");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -587,6 +638,8 @@ int main(int argc, char **argv) {
     scenario_vmm();
   } else if (strcmp(argv[2], "graph") == 0) {
     scenario_graph();
+  } else if (strcmp(argv[2], "pools13") == 0) {
+    scenario_pools13();
   } else {
     fprintf(stderr, "unknown scenario %s\n", argv[2]);
     return 2;

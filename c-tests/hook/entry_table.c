@@ -51,7 +51,7 @@ static const char *const must_wrap[] = {
     "cuMemGetInfo", "cuMemGetInfo_v2", "cuDeviceTotalMem", "cuDeviceTotalMem_v2",
     /* where a pool allocates */
     "cuMemPoolCreate", "cuMemPoolDestroy", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool",
-    "cuDeviceSetMemPool",
+    "cuDeviceSetMemPool", "cuMemGetDefaultMemPool", "cuMemGetMemPool", "cuMemSetMemPool",
     /* entry points */
     "cuGetProcAddress", "cuGetProcAddress_v2",
 };

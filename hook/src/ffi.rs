@@ -405,6 +405,9 @@ table!(Cu, CUDA_HOOKS {
         => cuDeviceGetDefaultMemPool as *const c_void,
     DeviceGetMemPool = c"cuDeviceGetMemPool" => cuDeviceGetMemPool as *const c_void,
     DeviceSetMemPool = c"cuDeviceSetMemPool" => cuDeviceSetMemPool as *const c_void,
+    MemGetDefaultMemPool = c"cuMemGetDefaultMemPool" => cuMemGetDefaultMemPool as *const c_void,
+    MemGetMemPool = c"cuMemGetMemPool" => cuMemGetMemPool as *const c_void,
+    MemSetMemPool = c"cuMemSetMemPool" => cuMemSetMemPool as *const c_void,
     CtxGetDevice = c"cuCtxGetDevice" => NONE,
     CtxGetCurrent = c"cuCtxGetCurrent" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
@@ -517,8 +520,8 @@ static FORK_HANDLERS: Once = Once::new();
 extern "C" fn before_fork() {
     context::lock_all_for_fork();
     memory::lock_all_for_fork();
-    crate::vmm::lock_for_fork();
-    crate::graphs::lock_for_fork();
+    crate::vmm::BOOKS.lock_for_fork();
+    crate::graphs::BOOKS.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -529,8 +532,8 @@ extern "C" fn after_fork_parent() {
         unsafe { s.force_unlock() };
     }
     unsafe { pools.force_unlock() };
-    unsafe { crate::vmm::fork_lock().force_unlock() };
-    unsafe { crate::graphs::fork_lock().force_unlock() };
+    unsafe { crate::vmm::BOOKS.mutex().force_unlock() };
+    unsafe { crate::graphs::BOOKS.mutex().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -541,8 +544,8 @@ extern "C" fn after_fork_parent() {
 extern "C" fn after_fork_child() {
     after_fork_parent();
     memory::forget_after_fork();
-    crate::vmm::forget_after_fork();
-    crate::graphs::forget_after_fork();
+    crate::vmm::BOOKS.forget();
+    crate::graphs::BOOKS.forget();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -1185,6 +1188,50 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -
         boundary((), || {
             memory::pool_at(pool as u64, memory::Place::Device(dev))
         });
+    }
+    r
+}
+
+/// CUDA 13's `cuMemGetDefaultMemPool` and `cuMemGetMemPool`: a pool of the
+/// location named (a device's, whatever the current context; host memory
+/// costs no device's).
+macro_rules! location_pool {
+    ($name:ident, $id:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            pool: *mut CUmemoryPool,
+            location: *mut MemLocation,
+            kind: c_uint,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut CUmemoryPool, *mut MemLocation, c_uint) -> CuResult;
+            let real = real_or_return!($id, F);
+            let r = real(pool, location, kind);
+            if r == CUDA_SUCCESS && !pool.is_null() && !location.is_null() {
+                if let Some(place) = place_of(&*location) {
+                    boundary((), || memory::pool_at(*pool as u64, place));
+                }
+            }
+            r
+        }
+    };
+}
+
+location_pool!(cuMemGetDefaultMemPool, Cu::MemGetDefaultMemPool);
+location_pool!(cuMemGetMemPool, Cu::MemGetMemPool);
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemSetMemPool(
+    location: *mut MemLocation,
+    kind: c_uint,
+    pool: CUmemoryPool,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut MemLocation, c_uint, CUmemoryPool) -> CuResult;
+    let real = real_or_return!(Cu::MemSetMemPool, F);
+    let r = real(location, kind, pool);
+    if r == CUDA_SUCCESS && !location.is_null() {
+        if let Some(place) = place_of(&*location) {
+            boundary((), || memory::pool_at(pool as u64, place));
+        }
     }
     r
 }

@@ -22,9 +22,9 @@
 //! allocation from the capture to its free (the driver takes nothing then).
 
 use crate::devices::{self, Device};
+use crate::forksafe::{books, ForkSafe};
 use crate::limits::{self, Verdict};
 use crate::memory::{CuResult, Driver, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
-use parking_lot::Mutex;
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
@@ -35,22 +35,8 @@ pub struct Books {
     charged: HashMap<usize, u64>,
 }
 
-static BOOKS: Mutex<Option<Books>> = Mutex::new(None);
-
-/// Before `fork()`: hold the books so the child copies none mid-update.
-pub fn lock_for_fork() {
-    std::mem::forget(BOOKS.lock());
-}
-
-/// The books' lock, for the fork handlers to release after `fork()`.
-pub fn fork_lock() -> &'static Mutex<Option<Books>> {
-    &BOOKS
-}
-
-/// In the child after `fork()`: none of its parent's graphs are its own.
-pub fn forget_after_fork() {
-    *BOOKS.lock() = None;
-}
+/// The process's books (the fork handlers in `ffi` hold them across `fork()`).
+pub static BOOKS: ForkSafe<Books> = ForkSafe::new();
 
 /// The device of an ordinal, if the worker's limit applies there.
 fn device(drv: &impl Driver, ordinal: i32) -> Option<Device> {
@@ -79,17 +65,17 @@ pub fn instantiate(
         }
     }
     let mut guard = BOOKS.lock();
-    let books = guard.get_or_insert_with(Books::default);
+    let state = books(&mut guard);
     // (slot, what was charged now)
     let mut extra: Vec<(usize, u64)> = Vec::new();
     for &(slot, bytes) in &need {
-        let wanted = books
+        let wanted = state
             .needs
             .get(&slot)
             .copied()
             .unwrap_or(0)
             .saturating_add(bytes);
-        let more = wanted.saturating_sub(books.charged.get(&slot).copied().unwrap_or(0));
+        let more = wanted.saturating_sub(state.charged.get(&slot).copied().unwrap_or(0));
         if more == 0 {
             continue;
         }
@@ -112,12 +98,12 @@ pub fn instantiate(
         return result;
     }
     for &(slot, bytes) in &need {
-        *books.needs.entry(slot).or_default() += bytes;
+        *state.needs.entry(slot).or_default() += bytes;
     }
     for (slot, bytes) in extra {
-        *books.charged.entry(slot).or_default() += bytes;
+        *state.charged.entry(slot).or_default() += bytes;
     }
-    books.execs.insert(exec(), need);
+    state.execs.insert(exec(), need);
     result
 }
 
@@ -130,9 +116,9 @@ pub fn destroy(exec: u64, call: impl FnOnce() -> CuResult) -> CuResult {
     let mut guard = BOOKS.lock();
     let result = call();
     if result == CUDA_SUCCESS {
-        let books = guard.get_or_insert_with(Books::default);
-        for (slot, bytes) in books.execs.remove(&exec).unwrap_or_default() {
-            let n = books.needs.entry(slot).or_default();
+        let state = books(&mut guard);
+        for (slot, bytes) in state.execs.remove(&exec).unwrap_or_default() {
+            let n = state.needs.entry(slot).or_default();
             *n = n.saturating_sub(bytes);
         }
     }
@@ -156,14 +142,14 @@ pub fn trim(
     let Some(d) = device(drv, ordinal).filter(|_| result == CUDA_SUCCESS) else {
         return result;
     };
-    let books = guard.get_or_insert_with(Books::default);
-    let keep = books
+    let state = books(&mut guard);
+    let keep = state
         .needs
         .get(&d.slot)
         .copied()
         .unwrap_or(0)
         .max(reserved().unwrap_or(0));
-    let charged = books.charged.entry(d.slot).or_default();
+    let charged = state.charged.entry(d.slot).or_default();
     if *charged > keep {
         limits::give_back(d.slot, *charged - keep);
         *charged = keep;

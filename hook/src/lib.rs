@@ -11,6 +11,7 @@
 //!   instantiated.
 //! - `context`: the memory the driver reserves for a context, charged
 //!   from its creation to its destruction.
+//! - `forksafe`: books behind one mutex, held across `fork()`.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
 //! - `refresh`: one thread per limited process, keeping each launch's
@@ -26,6 +27,7 @@
 mod context;
 mod devices;
 mod ffi;
+mod forksafe;
 mod graphs;
 mod launch;
 mod limits;

@@ -28,8 +28,8 @@
 //! address range, another thread may get it again, and its record must not
 //! be taken for the old one. Nothing here is on a hot path.
 
+use crate::forksafe::{books, ForkSafe};
 use crate::limits;
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 
 /// What the driver handed out for an export.
@@ -85,27 +85,8 @@ pub struct Books {
     next: u64,
 }
 
-static BOOKS: Mutex<Option<Books>> = Mutex::new(None);
-
-/// Before `fork()`: hold the books so the child copies none mid-update.
-pub fn lock_for_fork() {
-    std::mem::forget(BOOKS.lock());
-}
-
-/// The books' lock, for the fork handlers to release after `fork()`.
-pub fn fork_lock() -> &'static Mutex<Option<Books>> {
-    &BOOKS
-}
-
-/// In the child after `fork()`: it holds none of its parent's memory.
-pub fn forget_after_fork() {
-    *BOOKS.lock() = None;
-}
-
-/// Run `f` on the books (made on first use).
-fn with<R>(f: impl FnOnce(&mut Books) -> R) -> R {
-    f(BOOKS.lock().get_or_insert_with(Books::default))
-}
+/// The process's books (the fork handlers in `ffi` hold them across `fork()`).
+pub static BOOKS: ForkSafe<Books> = ForkSafe::new();
 
 /// Run the driver's `call` with the books held; on success, `then`.
 fn ending(call: impl FnOnce() -> i32, then: impl FnOnce(&mut Books)) -> i32 {
@@ -115,7 +96,7 @@ fn ending(call: impl FnOnce() -> i32, then: impl FnOnce(&mut Books)) -> i32 {
     let mut guard = BOOKS.lock();
     let result = call();
     if result == 0 {
-        then(guard.get_or_insert_with(Books::default));
+        then(books(&mut guard));
     }
     result
 }
@@ -255,7 +236,7 @@ impl Books {
 /// `handle` was made by `cuMemCreate` with `bytes` charged on `slot`
 /// (device `ordinal`).
 pub fn created(handle: u64, slot: usize, ordinal: i32, bytes: u64) {
-    with(|b| b.created(handle, slot, ordinal, bytes));
+    BOOKS.with(|b| b.created(handle, slot, ordinal, bytes));
 }
 
 /// `cuMemRelease(handle)`: one handle reference less (of an allocation or
@@ -267,7 +248,7 @@ pub fn release(handle: u64, call: impl FnOnce() -> i32) -> i32 {
 /// `cuMemMap(va, size, …, handle)` succeeded.
 pub fn mapped(va: u64, size: u64, handle: u64) {
     if limits::active() {
-        with(|b| b.mapped(va, size, handle));
+        BOOKS.with(|b| b.mapped(va, size, handle));
     }
 }
 
@@ -279,14 +260,14 @@ pub fn unmap(va: u64, size: u64, call: impl FnOnce() -> i32) -> i32 {
 /// `cuMemRetainAllocationHandle` gave `handle` for `addr`.
 pub fn retained(handle: u64, addr: u64) {
     if limits::active() {
-        with(|b| b.retained(handle, addr));
+        BOOKS.with(|b| b.retained(handle, addr));
     }
 }
 
 /// `cuMemExportToShareableHandle` shared `handle` as `shared`.
 pub fn exported(handle: u64, shared: Shared) {
     if limits::active() {
-        with(|b| {
+        BOOKS.with(|b| {
             if let Some(id) = b.handles.get(&handle).and_then(|h| h.alloc) {
                 b.exports.insert(shared, id);
             }
@@ -299,7 +280,7 @@ pub fn exported(handle: u64, shared: Shared) {
 /// nothing charged here.
 pub fn imported(handle: u64, shared: Shared) {
     if limits::active() {
-        with(|b| {
+        BOOKS.with(|b| {
             if let Some(&id) = b.exports.get(&shared) {
                 b.reference(handle, id);
             }
@@ -310,7 +291,7 @@ pub fn imported(handle: u64, shared: Shared) {
 /// `cuMulticastCreate` made `handle`.
 pub fn multicast_created(handle: u64) {
     if limits::active() {
-        with(|b| {
+        BOOKS.with(|b| {
             b.handles.insert(
                 handle,
                 Handle {
@@ -336,7 +317,7 @@ pub fn bound(multicast: u64, ordinal: Option<i32>, offset: u64, size: u64, what:
     if !limits::active() {
         return;
     }
-    with(|b| {
+    BOOKS.with(|b| {
         let id = match what {
             Bound::Handle(h) => b.handles.get(&h).and_then(|h| h.alloc),
             Bound::Address(va) => b.mapping_at(va).map(|(_, id, _)| id),

@@ -178,97 +178,36 @@ pub unsafe extern "C" fn cuMulticastCreate(
     r
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuMulticastBindMem(
-    mc: CUmemGenericAllocationHandle,
-    mc_offset: usize,
-    mem: CUmemGenericAllocationHandle,
-    mem_offset: usize,
-    size: usize,
-    flags: u64,
-) -> CuResult {
-    type F = unsafe extern "C" fn(u64, usize, u64, usize, usize, u64) -> CuResult;
-    let real = real_or_return!(Cu::MulticastBindMem, F);
-    let r = real(mc, mc_offset, mem, mem_offset, size, flags);
-    if r == CUDA_SUCCESS {
-        boundary((), || {
-            books::bound(mc, None, mc_offset as u64, size as u64, Bound::Handle(mem))
-        });
-    }
-    r
+/// A multicast binding: the driver's call, then `$record` on success.
+macro_rules! bind {
+    ($name:ident, $id:expr, ($($arg:ident: $t:ty),*) => $record:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
+            type F = unsafe extern "C" fn($($t),*) -> CuResult;
+            let real = real_or_return!($id, F);
+            let r = real($($arg),*);
+            if r == CUDA_SUCCESS {
+                boundary((), || $record);
+            }
+            r
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuMulticastBindMem_v2(
-    mc: CUmemGenericAllocationHandle,
-    dev: CUdevice,
-    mc_offset: usize,
-    mem: CUmemGenericAllocationHandle,
-    mem_offset: usize,
-    size: usize,
-    flags: u64,
-) -> CuResult {
-    type F = unsafe extern "C" fn(u64, CUdevice, usize, u64, usize, usize, u64) -> CuResult;
-    let real = real_or_return!(Cu::MulticastBindMemV2, F);
-    let r = real(mc, dev, mc_offset, mem, mem_offset, size, flags);
-    if r == CUDA_SUCCESS {
-        boundary((), || {
-            books::bound(
-                mc,
-                Some(dev),
-                mc_offset as u64,
-                size as u64,
-                Bound::Handle(mem),
-            )
-        });
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuMulticastBindAddr(
-    mc: CUmemGenericAllocationHandle,
-    mc_offset: usize,
-    ptr: CUdeviceptr,
-    size: usize,
-    flags: u64,
-) -> CuResult {
-    type F = unsafe extern "C" fn(u64, usize, CUdeviceptr, usize, u64) -> CuResult;
-    let real = real_or_return!(Cu::MulticastBindAddr, F);
-    let r = real(mc, mc_offset, ptr, size, flags);
-    if r == CUDA_SUCCESS {
-        boundary((), || {
-            books::bound(mc, None, mc_offset as u64, size as u64, Bound::Address(ptr))
-        });
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuMulticastBindAddr_v2(
-    mc: CUmemGenericAllocationHandle,
-    dev: CUdevice,
-    mc_offset: usize,
-    ptr: CUdeviceptr,
-    size: usize,
-    flags: u64,
-) -> CuResult {
-    type F = unsafe extern "C" fn(u64, CUdevice, usize, CUdeviceptr, usize, u64) -> CuResult;
-    let real = real_or_return!(Cu::MulticastBindAddrV2, F);
-    let r = real(mc, dev, mc_offset, ptr, size, flags);
-    if r == CUDA_SUCCESS {
-        boundary((), || {
-            books::bound(
-                mc,
-                Some(dev),
-                mc_offset as u64,
-                size as u64,
-                Bound::Address(ptr),
-            )
-        });
-    }
-    r
-}
+// The v1 calls bind memory on its own device; the _v2 ones name it.
+bind!(cuMulticastBindMem, Cu::MulticastBindMem,
+      (mc: u64, mc_offset: usize, mem: u64, mem_offset: usize, size: usize, flags: u64)
+      => books::bound(mc, None, mc_offset as u64, size as u64, Bound::Handle(mem)));
+bind!(cuMulticastBindMem_v2, Cu::MulticastBindMemV2,
+      (mc: u64, dev: CUdevice, mc_offset: usize, mem: u64, mem_offset: usize, size: usize,
+       flags: u64)
+      => books::bound(mc, Some(dev), mc_offset as u64, size as u64, Bound::Handle(mem)));
+bind!(cuMulticastBindAddr, Cu::MulticastBindAddr,
+      (mc: u64, mc_offset: usize, ptr: CUdeviceptr, size: usize, flags: u64)
+      => books::bound(mc, None, mc_offset as u64, size as u64, Bound::Address(ptr)));
+bind!(cuMulticastBindAddr_v2, Cu::MulticastBindAddrV2,
+      (mc: u64, dev: CUdevice, mc_offset: usize, ptr: CUdeviceptr, size: usize, flags: u64)
+      => books::bound(mc, Some(dev), mc_offset as u64, size as u64, Bound::Address(ptr)));
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMulticastUnbind(
