@@ -169,7 +169,9 @@ int fake_cuda_state(int pid) {
  * memory lives until its last handle reference, mapping and multicast
  * binding end (cuda_vmm.inc); graphs take memory from a device's graph
  * pool at upload or launch, given back by cuDeviceGraphMemTrim
- * (cuda_graphmem.inc). Device 0 is the fake NVML's
+ * (cuda_graphmem.inc); raising a context's stack, printf FIFO or malloc
+ * heap limit takes device memory until the context ends
+ * (cuda_ctx_limits.inc). Device 0 is the fake NVML's
  * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
  * vendor apply to it; device 1 has no NVML twin.
  *
@@ -380,9 +382,11 @@ static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned lo
 static CUresult take(int dev, unsigned long long bytes, int kind, unsigned long long *key) {
   return take_in(dev, bytes, kind, key, 0, current);
 }
+static void ctx_limits_end(CUcontext c); /* cuda_ctx_limits.inc */
 /* A context is destroyed: so is everything still allocated in it. */
 static void free_context(CUcontext c) {
   pthread_mutex_lock(&mu);
+  ctx_limits_end(c);
   for (int i = 0; i < nblk;)
     if (blk[i].ctx == c) {
       dev_used[blk[i].dev] -= blk[i].bytes;
@@ -988,6 +992,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_runtime.inc"
 #include "cuda_graphmem.inc"
 #include "cuda_location_pools.inc"
+#include "cuda_ctx_limits.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);

@@ -27,6 +27,10 @@
  *                      frees outside the graph, relaunches, auto-free on
  *                      launch, the exec destroyed) and are given back by
  *                      cuDeviceGraphMemTrim
+ *            ctxlimit  cuCtxSetLimit: a raised stack size (per resident
+ *                      thread), printf FIFO and malloc heap are charged
+ *                      before the driver takes them, lowering gives back,
+ *                      the context's end gives all back
  *            pools13   CUDA 13's location-based pool calls: device 0's pool,
  *                      got by its location while device 1 is current, is
  *                      charged to device 0 */
@@ -128,6 +132,10 @@ static struct {
                                 unsigned long long);
   CUresult (*MulticastUnbind)(CUmemGenericAllocationHandle, CUdevice, size_t, size_t);
   CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxSetLimit)(int, size_t);
+  CUresult (*CtxGetLimit)(size_t *, int);
+  CUresult (*PrimaryCtxReset)(CUdevice);
+  CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
   CUresult (*MemGetDefaultMemPool)(void **, CUmemLocation *, int);
   CUresult (*MemGetMemPool)(void **, CUmemLocation *, int);
   CUresult (*MemSetMemPool)(CUmemLocation *, int, void *);
@@ -216,6 +224,10 @@ static void resolve(void) {
   A.MulticastBindAddr = get("cuMulticastBindAddr", 12010, "cuMulticastBindAddr", NULL);
   A.MulticastUnbind = get("cuMulticastUnbind", 12010, "cuMulticastUnbind", NULL);
   A.CtxSetCurrent = get("cuCtxSetCurrent", 4000, "cuCtxSetCurrent", NULL);
+  A.CtxSetLimit = get("cuCtxSetLimit", 3010, "cuCtxSetLimit", NULL);
+  A.CtxGetLimit = get("cuCtxGetLimit", 3010, "cuCtxGetLimit", NULL);
+  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2", NULL);
+  A.DeviceGetAttribute = get("cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", NULL);
   A.MemGetDefaultMemPool = get("cuMemGetDefaultMemPool", 13000, "cuMemGetDefaultMemPool", NULL);
   A.MemGetMemPool = get("cuMemGetMemPool", 13000, "cuMemGetMemPool", NULL);
   A.MemSetMemPool = get("cuMemSetMemPool", 13000, "cuMemSetMemPool", NULL);
@@ -620,6 +632,54 @@ static void scenario_pools13(void) {
       "with their frees", "–");
 }
 
+static void scenario_ctxlimit(void) {
+  enum { STACK = 0, FIFO = 1, HEAP = 2, PENDING = 4 }; /* CUlimit, cuda.h */
+  context(0);
+  base_used = 0;
+  base_used = held();
+  int sms = 0, per_sm = 0;
+  EXPECT(A.DeviceGetAttribute(&sms, 16, 0), CUDA_SUCCESS);    /* MULTIPROCESSOR_COUNT */
+  EXPECT(A.DeviceGetAttribute(&per_sm, 39, 0), CUDA_SUCCESS); /* MAX_THREADS_PER_MULTIPROCESSOR */
+  unsigned long long threads = (unsigned long long)sms * (unsigned long long)per_sm;
+  size_t stack = 0, fifo = 0, heap = 0, v = 0;
+  EXPECT(A.CtxGetLimit(&stack, STACK), CUDA_SUCCESS);
+  EXPECT(A.CtxGetLimit(&fifo, FIFO), CUDA_SUCCESS);
+  EXPECT(A.CtxGetLimit(&heap, HEAP), CUDA_SUCCESS);
+  /* A stack 1 KiB larger per thread: about half the limit on this device. */
+  unsigned long long s = 1024 * threads, f = L / 8, h = L / 4;
+  CHECK(s < L / 2 && s > L / 4, "%s: %llu resident threads", way, threads);
+  EXPECT(A.CtxSetLimit(STACK, stack + 1024), CUDA_SUCCESS);
+  BOOKED(s, s, "the stack size raised");
+  unsigned long long calls = A.fake_calls("cuCtxSetLimit");
+  EXPECT(A.CtxSetLimit(STACK, stack + 4096), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(A.fake_calls("cuCtxSetLimit") == calls, "%s: the refused limit reached the driver", way);
+  EXPECT(A.CtxGetLimit(&v, STACK), CUDA_SUCCESS);
+  CHECK(v == stack + 1024, "%s: the refused limit left the stack at %zu", way, v);
+  EXPECT(A.CtxSetLimit(FIFO, fifo + f), CUDA_SUCCESS);
+  EXPECT(A.CtxSetLimit(HEAP, heap + h), CUDA_SUCCESS);
+  BOOKED(s + f + h, s + f + h, "the printf FIFO and the heap raised");
+  EXPECT(A.CtxSetLimit(HEAP, heap + L / 2), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT(A.CtxSetLimit(PENDING, 4096), CUDA_SUCCESS);
+  BOOKED(s + f + h, s + f + h, "the pending launch count (not charged)");
+  EXPECT(A.CtxSetLimit(STACK, stack), CUDA_SUCCESS);
+  BOOKED(f + h, f + h, "the stack size lowered again");
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset");
+  EXPECT(A.CtxGetLimit(&v, HEAP), CUDA_SUCCESS);
+  CHECK(v == heap, "%s: a new context starts at the default heap (%zu)", way, v);
+  row("`cuCtxSetLimit` (stack size, printf FIFO, malloc heap)",
+      "at the call, what the limit takes beyond the context's value before its first change "
+      "(the stack per resident thread: SMs x maximum threads per SM); refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`",
+      "lowering gives the difference back; the context's destruction, reset or last release "
+      "all of it",
+      "the heap is charged at the call (the driver takes it when a module using `malloc` "
+      "loads)");
+  row("`cuCtxSetLimit` (pending launch count, sync depth, L2)", "never", "–",
+      "the pending launches' buffer is not documented: not charged");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -638,6 +698,8 @@ int main(int argc, char **argv) {
     scenario_vmm();
   } else if (strcmp(argv[2], "graph") == 0) {
     scenario_graph();
+  } else if (strcmp(argv[2], "ctxlimit") == 0) {
+    scenario_ctxlimit();
   } else if (strcmp(argv[2], "pools13") == 0) {
     scenario_pools13();
   } else {

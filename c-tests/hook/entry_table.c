@@ -39,6 +39,8 @@ static const char *const must_wrap[] = {
     /* graph memory: charged at instantiation, given back by a trim */
     "cuGraphInstantiate_v2", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
     "cuGraphInstantiateWithParams_ptsz", "cuGraphExecDestroy", "cuDeviceGraphMemTrim",
+    /* what a context's raised limits take */
+    "cuCtxSetLimit",
     /* contexts */
     "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
     "cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",

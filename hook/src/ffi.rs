@@ -370,6 +370,7 @@ table!(Cu, CUDA_HOOKS {
         => graphs::cuGraphInstantiateWithParams_ptsz as *const c_void,
     GraphExecDestroy = c"cuGraphExecDestroy" => graphs::cuGraphExecDestroy as *const c_void,
     DeviceGraphMemTrim = c"cuDeviceGraphMemTrim" => graphs::cuDeviceGraphMemTrim as *const c_void,
+    CtxSetLimit = c"cuCtxSetLimit" => cuCtxSetLimit as *const c_void,
     ArrayDestroy = c"cuArrayDestroy" => cuArrayDestroy as *const c_void,
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
@@ -412,6 +413,8 @@ table!(Cu, CUDA_HOOKS {
     CtxGetCurrent = c"cuCtxGetCurrent" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
+    CtxGetLimit = c"cuCtxGetLimit" => NONE,
+    DeviceGetAttribute = c"cuDeviceGetAttribute" => NONE,
     GraphGetNodes = c"cuGraphGetNodes" => NONE,
     GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
     GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
@@ -522,6 +525,7 @@ extern "C" fn before_fork() {
     memory::lock_all_for_fork();
     crate::vmm::BOOKS.lock_for_fork();
     crate::graphs::BOOKS.lock_for_fork();
+    crate::ctxlimits::BASELINES.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -534,6 +538,7 @@ extern "C" fn after_fork_parent() {
     unsafe { pools.force_unlock() };
     unsafe { crate::vmm::BOOKS.mutex().force_unlock() };
     unsafe { crate::graphs::BOOKS.mutex().force_unlock() };
+    unsafe { crate::ctxlimits::BASELINES.mutex().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -546,6 +551,7 @@ extern "C" fn after_fork_child() {
     memory::forget_after_fork();
     crate::vmm::BOOKS.forget();
     crate::graphs::BOOKS.forget();
+    crate::ctxlimits::BASELINES.forget();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -1116,6 +1122,41 @@ primary_end!(cuDevicePrimaryCtxRelease_v2, Cu::PrimaryCtxReleaseV2, false);
 primary_end!(cuDevicePrimaryCtxReset_v2, Cu::PrimaryCtxResetV2, true);
 primary_end!(cuDevicePrimaryCtxRelease, Cu::PrimaryCtxRelease, false);
 primary_end!(cuDevicePrimaryCtxReset, Cu::PrimaryCtxReset, true);
+
+// ---- context limits ---------------------------------------------------------------------
+
+/// `CUdevice_attribute` (cuda.h): MULTIPROCESSOR_COUNT, MAX_THREADS_PER_MULTIPROCESSOR.
+const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
+const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: c_int = 39;
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
+    type F = unsafe extern "C" fn(c_int, usize) -> CuResult;
+    type Get = unsafe extern "C" fn(*mut usize, c_int) -> CuResult;
+    type Attr = unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::CtxSetLimit, F);
+    let current = || {
+        let get = CUDA.real::<Get>(Cu::CtxGetLimit as usize)?;
+        let mut v = 0usize;
+        (get(&mut v, limit) == CUDA_SUCCESS).then_some(v as u64)
+    };
+    let threads = |dev: CUdevice| {
+        let attr = CUDA.real::<Attr>(Cu::DeviceGetAttribute as usize)?;
+        let (mut sms, mut per_sm) = (0, 0);
+        let ok = attr(&mut sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS
+            && attr(
+                &mut per_sm,
+                CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                dev,
+            ) == CUDA_SUCCESS;
+        ok.then(|| sms.max(0) as u64 * per_sm.max(0) as u64)
+    };
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        crate::ctxlimits::set(&Cuda, limit, value as u64, current, threads, || {
+            real(limit, value)
+        })
+    })
+}
 
 // ---- memory pools: where each allocates -------------------------------------------------
 

@@ -9,6 +9,8 @@
 //!   references, mappings, multicast bindings).
 //! - `graphs`: graph memory, charged when a graph with allocation nodes is
 //!   instantiated.
+//! - `ctxlimits`: what a context's raised stack, printf FIFO and heap limits
+//!   take (`cuCtxSetLimit`).
 //! - `context`: the memory the driver reserves for a context, charged
 //!   from its creation to its destruction.
 //! - `forksafe`: books behind one mutex, held across `fork()`.
@@ -25,6 +27,7 @@
 //! line); the only library it loads itself is NVML (contexts' memory).
 
 mod context;
+mod ctxlimits;
 mod devices;
 mod ffi;
 mod forksafe;

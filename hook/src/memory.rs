@@ -66,6 +66,8 @@ pub enum Kind {
     Context,
     /// A device's primary context, by ordinal (`context.rs`).
     Primary,
+    /// What a context's raised limit takes (`ctxlimits.rs`).
+    Limit,
 }
 
 /// What one allocation took.
@@ -251,6 +253,19 @@ pub fn remember(kind: Kind, key: u64, slot: usize, bytes: u64, ctx: u64) {
         .insert((kind, key), Record { slot, bytes, ctx })
     {
         limits::give_back(old.slot, old.bytes);
+    }
+}
+
+/// The record of `key` taken out of the books, its charge still held (put
+/// it back with [`remember`], or give its bytes back).
+pub fn take(kind: Kind, key: u64) -> Option<Record> {
+    shard(key).lock().remove(&(kind, key))
+}
+
+impl Record {
+    /// What the allocation took.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 }
 
