@@ -178,6 +178,7 @@ Test (all part of `make test` unless marked)
   lifetime-test         LimiterRemoveWorker, reclamation, books sizes, churn of 100,000 workers
   limiter-valgrind      the limiter suites under valgrind
   hook-test             the CUDA hook: three apps on the fake driver, directly and in pid namespaces
+  hook-paths-test       every path that takes device memory, five ways each, under a limit
   hook-valgrind         the hook suite under valgrind
   cudart-test           NVIDIA's CUDA runtimes 12.9 and 13.5 (PyPI wheels) under the hook
   cudart                fetch those runtimes into build/cudart/ (pip; once)
@@ -199,6 +200,7 @@ Benchmarks (not part of `make test`)
   bench-scale           host calls, sampler, state, hook view at 1-500 workers x 1-500 processes; churn
 Maintenance
   hook-table            regenerate docs/hook.md's entry-point table
+  hook-paths-table      regenerate docs/hook.md's table of memory paths
 Packaging
   install               install (PREFIX, DESTDIR, LIBDIR, INSTALL_VENDOR=stub|nvidia|ascend|amd)
   uninstall             remove what install put there

@@ -167,7 +167,11 @@ int fake_cuda_state(int pid) {
  * (cuMemPoolCreate, cuDeviceGet[Default]MemPool, cuDeviceSetMemPool) and
  * are taken from the pool's device, outliving contexts; cuMemCreate's
  * memory lives until its last handle reference, mapping and multicast
- * binding end (cuda_vmm.inc). Device 0 is the fake NVML's
+ * binding end (cuda_vmm.inc); graphs take memory from a device's graph
+ * pool at upload or launch, given back by cuDeviceGraphMemTrim
+ * (cuda_graphmem.inc); raising a context's stack, printf FIFO or malloc
+ * heap limit takes device memory until the context ends
+ * (cuda_ctx_limits.inc). Device 0 is the fake NVML's
  * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
  * vendor apply to it; device 1 has no NVML twin.
  *
@@ -272,6 +276,7 @@ static void install_fork_handlers(void) {
   pthread_atfork(lock_books, unlock_books, unlock_books);
 }
 
+enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX }; /* what a key names */
 /* Live allocations: key -> (device, bytes), a linear table; `host` backs a
  * K_PTR allocation once a memcpy has touched it. */
 #define MAXBLK 4096
@@ -379,9 +384,11 @@ static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned lo
 static CUresult take(int dev, unsigned long long bytes, int kind, unsigned long long *key) {
   return take_in(dev, bytes, kind, key, 0, current);
 }
+static void ctx_limits_end(CUcontext c); /* cuda_ctx_limits.inc */
 /* A context is destroyed: so is everything still allocated in it. */
 static void free_context(CUcontext c) {
   pthread_mutex_lock(&mu);
+  ctx_limits_end(c);
   for (int i = 0; i < nblk;)
     if (blk[i].ctx == c) {
       dev_used[blk[i].dev] -= blk[i].bytes;
@@ -393,6 +400,8 @@ static void free_context(CUcontext c) {
   pthread_mutex_unlock(&mu);
 }
 static void pool_keep(struct CUpool_st *p, unsigned long long bytes); /* the pools, below */
+/* A graph's live allocation, freed by cuMemFree[Async] (cuda_graphmem.inc). */
+static int graph_mem_free(CUdeviceptr p);
 static CUresult give(unsigned long long key, int kind) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&mu);
@@ -408,6 +417,8 @@ static CUresult give(unsigned long long key, int kind) {
       break;
     }
   pthread_mutex_unlock(&mu);
+  if (r != CUDA_SUCCESS && kind == K_PTR && graph_mem_free(key))
+    r = CUDA_SUCCESS;
   return r;
 }
 static void books_fork_safe(void);
@@ -420,7 +431,6 @@ static CUresult current_dev(int *dev) {
   *dev = current->dev;
   return CUDA_SUCCESS;
 }
-enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX };
 
 /* Called by every entry point that needs a context (cuInit first). */
 static void books_fork_safe(void) { pthread_once(&fork_once, install_fork_handlers); }
@@ -908,10 +918,15 @@ CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) {
   pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
 }
+/* Graph memory (cuda_graphmem.inc): on a capturing stream an allocation
+ * or a free becomes a node (1, its result in *r). */
+static int capture_alloc(CUstream s, int dev, unsigned long long bytes, CUdeviceptr *p,
+                         CUresult *r);
+static int capture_free(CUstream s, CUdeviceptr p, CUresult *r);
 /* A stream-ordered allocation from `pool` (NULL: the current device's
  * pool): from its reserved bytes not in use, the pool growing by the rest. */
 static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long bytes,
-                           CUmemoryPool pool) {
+                           CUmemoryPool pool, CUstream s) {
   int dev;
   count(fn);
   if (!p)
@@ -921,8 +936,16 @@ static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long by
     return r;
   pthread_mutex_lock(&mu);
   struct CUpool_st *from = pool ? live_pool(pool) : device_pool[dev];
+  int at = from ? from->dev : -1;
+  pthread_mutex_unlock(&mu);
+  if (at < 0 || bytes == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (capture_alloc(s, at, bytes, p, &r))
+    return r;
+  pthread_mutex_lock(&mu);
+  from = pool ? live_pool(pool) : device_pool[dev];
   allocations++;
-  if (!from || bytes == 0)
+  if (!from)
     r = CUDA_ERROR_INVALID_VALUE;
   else {
     unsigned long long idle = from->reserved - from->used;
@@ -968,20 +991,16 @@ CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
   return alloc_ptr(__func__, p, n);
 }
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
-  (void)s;
-  return alloc_pool(__func__, p, n, NULL);
+  return alloc_pool(__func__, p, n, NULL, s);
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) {
-  (void)s;
-  return alloc_pool(__func__, p, n, NULL);
+  return alloc_pool(__func__, p, n, NULL, s);
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
-  (void)s;
-  return pool ? alloc_pool(__func__, p, n, pool) : CUDA_ERROR_INVALID_VALUE;
+  return pool ? alloc_pool(__func__, p, n, pool, s) : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
-  (void)s;
-  return pool ? alloc_pool(__func__, p, n, pool) : CUDA_ERROR_INVALID_VALUE;
+  return pool ? alloc_pool(__func__, p, n, pool, s) : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned elem) {
   int dev;
@@ -1061,11 +1080,14 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPT
 }
 CUresult cuMemFree_v2(CUdeviceptr p) { count(__func__); return give(p, K_PTR); }
 CUresult cuMemFree(unsigned p) { count(__func__); return give(p, K_PTR); }
-CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; count(__func__); return give(p, K_PTR); }
+static CUresult free_async(CUdeviceptr p, CUstream s) {
+  CUresult r;
+  return capture_free(s, p, &r) ? r : give(p, K_PTR);
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { count(__func__); return free_async(p, s); }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
-  (void)s;
   count(__func__);
-  return give(p, K_PTR);
+  return free_async(p, s);
 }
 CUresult cuArrayDestroy(CUarray a) { count(__func__); return give((uintptr_t)a, K_ARRAY); }
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
@@ -1192,6 +1214,9 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_vmm.inc"
 #include "cuda_launch.inc"
 #include "cuda_runtime.inc"
+#include "cuda_graphmem.inc"
+#include "cuda_location_pools.inc"
+#include "cuda_ctx_limits.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -1243,6 +1268,9 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetDefaultMemPool", (void *)cuDeviceGetDefaultMemPool, 11020, 0},
     {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, 11020, 0},
     {"cuDeviceSetMemPool", (void *)cuDeviceSetMemPool, 11020, 0},
+    {"cuMemGetDefaultMemPool", (void *)cuMemGetDefaultMemPool, 13000, 0},
+    {"cuMemGetMemPool", (void *)cuMemGetMemPool, 13000, 0},
+    {"cuMemSetMemPool", (void *)cuMemSetMemPool, 13000, 0},
     {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
     /* virtual memory management and multicast (cuda_vmm.inc) */
     {"cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity, 10020, 0},
@@ -1335,10 +1363,20 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGraphInstantiate", (void *)cuGraphInstantiate_v2, 11000, 0},
     {"cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags, 11040, 0},
     {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams, 12000, 0},
-    {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams, 12000, PT},
+    {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams_ptsz, 12000, PT},
     {"cuGraphUpload", (void *)cuGraphUpload, 11010, 0},
     {"cuGraphUpload", (void *)cuGraphUpload, 11010, PT},
     {"cuGraphExecDestroy", (void *)cuGraphExecDestroy, 10000, 0},
+    /* graph memory (cuda_graphmem.inc) */
+    {"cuGraphCreate", (void *)cuGraphCreate, 10000, 0},
+    {"cuGraphAddMemAllocNode", (void *)cuGraphAddMemAllocNode, 11040, 0},
+    {"cuGraphAddMemFreeNode", (void *)cuGraphAddMemFreeNode, 11040, 0},
+    {"cuGraphGetNodes", (void *)cuGraphGetNodes, 10000, 0},
+    {"cuGraphNodeGetType", (void *)cuGraphNodeGetType, 10000, 0},
+    {"cuGraphMemAllocNodeGetParams", (void *)cuGraphMemAllocNodeGetParams, 11040, 0},
+    {"cuDeviceGraphMemTrim", (void *)cuDeviceGraphMemTrim, 11040, 0},
+    {"cuDeviceGetGraphMemAttribute", (void *)cuDeviceGetGraphMemAttribute, 11040, 0},
+    {"cuDeviceSetGraphMemAttribute", (void *)cuDeviceSetGraphMemAttribute, 11040, 0},
     {"cuGraphDestroy", (void *)cuGraphDestroy, 10000, 0},
     {"cuDevicePrimaryCtxGetState", (void *)cuDevicePrimaryCtxGetState, 7000, 0},
     {"cuDevicePrimaryCtxSetFlags", (void *)cuDevicePrimaryCtxSetFlags, 7000, 0},

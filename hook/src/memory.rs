@@ -22,7 +22,8 @@
 //! context they were made in, and [`free_context`] gives them back then.
 //! Stream-ordered allocations come from a memory pool, which belongs to a
 //! device, not to a context; `cuMemCreate`'s physical memory names its
-//! device too: neither is tied to a context.
+//! device too: neither is tied to a context. How long `cuMemCreate`'s
+//! memory stays charged (handles, mappings, bindings) is `vmm`'s.
 //!
 //! Pools: `cuMemAllocFromPoolAsync` takes its bytes from the pool's
 //! device, whatever the current one is. No driver call says where a pool
@@ -71,8 +72,6 @@ pub trait Driver {
 pub enum Kind {
     /// A device pointer (`CUdeviceptr`).
     Pointer,
-    /// A `CUmemGenericAllocationHandle` (cuMemCreate).
-    Handle,
     /// A `CUarray`.
     Array,
     /// A `CUmipmappedArray`.
@@ -81,6 +80,8 @@ pub enum Kind {
     Context,
     /// A device's primary context, by ordinal (`context.rs`).
     Primary,
+    /// What a context's raised limit takes (`ctxlimits.rs`).
+    Limit,
 }
 
 /// What one allocation took.
@@ -207,6 +208,25 @@ pub fn allocate(
     bytes: u64,
     call: impl FnOnce() -> Allocated,
 ) -> CuResult {
+    let pool = match target {
+        Target::Pool(p, _) => p,
+        _ => 0,
+    };
+    allocate_with(drv, target, bytes, call, |key, device, bytes, ctx| {
+        remember_from(kind, key, device.slot, bytes, ctx, pool)
+    })
+}
+
+/// [`allocate`], the success recorded by `record(key, device, bytes,
+/// context)` (memory whose lifetime is not one free's: `vmm`).
+#[inline]
+pub fn allocate_with(
+    drv: &impl Driver,
+    target: Target,
+    bytes: u64,
+    call: impl FnOnce() -> Allocated,
+    record: impl FnOnce(u64, Device, u64, u64),
+) -> CuResult {
     if !limits::active() || limits::passes_through() {
         return call().result;
     }
@@ -252,7 +272,7 @@ pub fn allocate(
             bytes = actual;
         }
     }
-    remember_from(kind, key, device.slot, bytes, ctx, pool);
+    record(key, device, bytes, ctx);
     done.result
 }
 
@@ -277,6 +297,19 @@ fn remember_from(kind: Kind, key: u64, slot: usize, bytes: u64, ctx: u64, pool: 
         },
     ) {
         limits::give_back(old.slot, old.bytes);
+    }
+}
+
+/// The record of `key` taken out of the books, its charge still held (put
+/// it back with [`remember`], or give its bytes back).
+pub fn take(kind: Kind, key: u64) -> Option<Record> {
+    shard(key).lock().remove(&(kind, key))
+}
+
+impl Record {
+    /// What the allocation took.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 }
 

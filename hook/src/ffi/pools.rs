@@ -67,10 +67,40 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(pool: CUmemoryPool, minBytesToKeep: usi
     r
 }
 
-/// The current device's current pool, which `cuMemAllocAsync` takes from
-/// (0: no worker, or the driver cannot say).
-pub(super) fn current_pool() -> u64 {
-    if !limits::active() {
+/// `CU_STREAM_PER_THREAD` (cuda.h): the per-thread default stream.
+const CU_STREAM_PER_THREAD: usize = 2;
+
+/// Whether `stream` (NULL: the default stream, per thread for the `_ptsz`
+/// calls) captures into a graph: an allocation there is a graph's node,
+/// not its pool's (`graphs.rs`).
+pub(super) fn capturing(stream: CUstream, per_thread: bool) -> bool {
+    type F = unsafe extern "C" fn(CUstream, *mut c_int) -> CuResult;
+    let stream = if stream.is_null() && per_thread {
+        CU_STREAM_PER_THREAD as CUstream
+    } else {
+        stream
+    };
+    let mut status: c_int = 0;
+    // SAFETY: cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*) with
+    // the caller's stream and our own status (NONE = 0).
+    unsafe { CUDA.real::<F>(Cu::StreamIsCapturing as usize) }
+        .is_some_and(|f| unsafe { f(stream, &mut status) } == CUDA_SUCCESS && status != 0)
+}
+
+/// The pool an allocation on `stream` takes from: `pool`, unless the
+/// stream captures (0: none).
+pub(super) fn source(pool: CUmemoryPool, stream: CUstream, per_thread: bool) -> u64 {
+    if limits::active() && boundary(false, || capturing(stream, per_thread)) {
+        0
+    } else {
+        pool as u64
+    }
+}
+
+/// The current device's current pool, which `cuMemAllocAsync` on `stream`
+/// takes from (0: no worker, the stream captures, or the driver cannot say).
+pub(super) fn current_pool(stream: CUstream, per_thread: bool) -> u64 {
+    if !limits::active() || boundary(true, || capturing(stream, per_thread)) {
         return 0;
     }
     boundary(0, || {
