@@ -835,59 +835,51 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   pthread_mutex_unlock(&mu);
   return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
-/* The reuse flags are ints, the rest cuuint64_t; the current figures are
- * read-only, the high watermarks may only be reset (set to 0). */
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value) {
-  count(__func__);
+/* cuMemPoolSetAttribute (`set`) and cuMemPoolGetAttribute: the reuse flags
+ * are ints, the rest cuuint64_t; the current figures are read-only, the
+ * high watermarks may only be reset (set to 0: to the current figure). */
+static CUresult pool_attribute(int set, CUmemoryPool pool, int attr, void *value) {
   if (!value)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&mu);
   struct CUpool_st *p = live_pool(pool);
-  unsigned long long v = attr >= CU_MEMPOOL_ATTR_RELEASE_THRESHOLD ? *(unsigned long long *)value : 0;
-  if (!p)
+  unsigned long long *v = value, *field = NULL, *now = NULL;
+  int reuse = attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+              attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+  if (p) {
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: field = &p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: field = set ? NULL : &p->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: field = &p->reserved_high, now = &p->reserved; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: field = set ? NULL : &p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: field = &p->used_high, now = &p->used; break;
+    }
+  }
+  if (!p || (!reuse && !field))
     r = CUDA_ERROR_INVALID_VALUE;
-  else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-           attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+  else if (reuse && set)
     p->reuse[attr - 1] = *(int *)value != 0;
-  else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-    p->threshold = v;
-  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && v == 0)
-    p->reserved_high = p->reserved;
-  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && v == 0)
-    p->used_high = p->used;
+  else if (reuse)
+    *(int *)value = p->reuse[attr - 1];
+  else if (!set)
+    *v = *field;
+  else if (!now)
+    *field = *v;
+  else if (*v == 0)
+    *field = *now;
   else
     r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_unlock(&mu);
   return r;
 }
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value) {
+  count(__func__);
+  return pool_attribute(1, pool, attr, value);
+}
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value) {
   count(__func__);
-  if (!value)
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = CUDA_SUCCESS;
-  pthread_mutex_lock(&mu);
-  struct CUpool_st *p = live_pool(pool);
-  unsigned long long *v = value;
-  if (!p)
-    r = CUDA_ERROR_INVALID_VALUE;
-  else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-           attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
-    *(int *)value = p->reuse[attr - 1];
-  else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-    *v = p->threshold;
-  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
-    *v = p->reserved;
-  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
-    *v = p->reserved_high;
-  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
-    *v = p->used;
-  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
-    *v = p->used_high;
-  else
-    r = CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_unlock(&mu);
-  return r;
+  return pool_attribute(0, pool, attr, value);
 }
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
   count(__func__);
