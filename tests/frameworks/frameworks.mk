@@ -7,9 +7,10 @@
 #   make test-frameworks   both
 #
 # Each framework's wheels are pinned in tests/frameworks/NAME.txt, fetched
-# once with pip into build/frameworks/wheels/NAME/ and installed (no index)
-# into build/frameworks/NAME/; a changed pin fetches again. No skip: a failed
-# fetch fails the test with pip's reason.
+# once with pip into build/frameworks/wheels/NAME/ and installed (no index,
+# no byte-compiling: PyTorch's sources took 5.6 min to compile, its install
+# takes 1 min without) into build/frameworks/NAME/; a changed pin fetches
+# again. No skip: a failed fetch fails the test with pip's reason.
 
 FRAMEWORKS := $(BUILD)/frameworks
 FRAMEWORK_TEST_DEPS = $(HOOK_SO) $(LIMITER_SO) $(BUILD)/libaccelerator_nvidia.so \
@@ -22,8 +23,8 @@ $(FRAMEWORKS)/%/.installed: tests/frameworks/%.txt
 	python3 -m pip download --quiet --no-deps --only-binary=:all: -r $< -d $(FRAMEWORKS)/wheels/$* \
 	  || { echo "FAIL: cannot fetch the wheels of $< with 'python3 -m pip download'" \
 	       "(pip's reason above): the $* test cannot run" >&2; exit 1; }
-	python3 -m pip install --quiet --root-user-action=ignore --no-compile --no-deps --no-index --find-links $(FRAMEWORKS)/wheels/$* \
-	  --target $(FRAMEWORKS)/$* -r $<
+	python3 -m pip install --quiet --root-user-action=ignore --no-compile --no-deps --no-index \
+	  --find-links $(FRAMEWORKS)/wheels/$* --target $(FRAMEWORKS)/$* -r $<
 	@touch $@
 
 # $(call run_framework,NAME,DRIVER-VERSION): run.py against the fakes, the
