@@ -20,7 +20,8 @@ at each of its checkpoints:
   and its exit the rest;
 - shared: a second process of the worker gets exactly what the first
   leaves, and nothing while the first one's allocator keeps its freed
-  bytes; once the first releases them, they are the second's.
+  bytes; once the first releases them, they are the second's; a process
+  that exits while its allocator keeps them gives them back.
 A negative control runs the same without the hook: it takes more than the
 limit. Prints "N passed, N failed" last; exits 1 on any failure.
 """
@@ -235,6 +236,14 @@ def shared(host, framework, site, hook, allocator):
     check(second(a_base) > k_b, f"{worker}: what the first released is another's")
     a.end()
     check(host.usage(worker) == 0, f"{worker}: every exit gave back everything")
+    # A process that exits while its allocator keeps its freed buffers.
+    e = Worker(framework, site, hook, worker, allocator, hold=6)
+    e.next("start")
+    e.next("full")
+    e.next("freed")
+    check(host.usage(worker) > taken(allocator, 6), f"{e.name}: keeps its freed buffers")
+    e.end()
+    check(host.usage(worker) == 0, f"{e.name}: its exit gave back what it kept")
 
 
 def control(framework, site, allocator):
