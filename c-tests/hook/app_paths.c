@@ -97,12 +97,6 @@ enum { /* cuda.h */
 };
 
 #define MIB (1024ull * 1024ull)
-#define EXPECT(call, expected)                                                 \
-  do {                                                                         \
-    int rc_ = (int)(call);                                                     \
-    CHECK(rc_ == (int)(expected), "%s returned %d, expected %d", #call, rc_,   \
-          (int)(expected));                                                    \
-  } while (0)
 
 static struct {
   CUresult (*Init)(unsigned);

@@ -124,13 +124,6 @@ typedef struct {
 
 static api_t A;
 
-#define EXPECT(call, expected)                                                 \
-  do {                                                                         \
-    int rc_ = (int)(call);                                                     \
-    CHECK(rc_ == (int)(expected), "%s returned %d, expected %d", #call, rc_,   \
-          (int)(expected));                                                    \
-  } while (0)
-
 #define MIB (1024ull * 1024ull)
 
 static unsigned long long driver_allocs(void) {
