@@ -68,7 +68,7 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/*.h include/accelerator.h
 TEST_RUN_EXTRA :=
 VALGRIND_EXTRA :=
 -include vendors/*/vendor.mk limiter/limiter.mk hook/hook.mk go/go.mk packaging/packaging.mk probe/probe.mk \
-         c-tests/v2/v2.mk gpu-kit/gpu-kit.mk tests/readme.mk
+         c-tests/v2/v2.mk gpu-kit/gpu-kit.mk tests/readme.mk tests/frameworks/frameworks.mk
 
 # The limiter's records reach every vendor's per-process functions: run
 # against the stub and against each vendor's fake driver.
@@ -181,9 +181,13 @@ Test (all part of `make test` unless marked)
   lifetime-test         LimiterRemoveWorker, reclamation, books sizes, churn of 100,000 workers
   limiter-valgrind      the limiter suites under valgrind
   hook-test             the CUDA hook: three apps on the fake driver, directly and in pid namespaces
+  hook-paths-test       every path that takes device memory, five ways each, under a limit
   hook-valgrind         the hook suite under valgrind
   cudart-test           NVIDIA's CUDA runtimes 12.9 and 13.5 (PyPI wheels) under the hook
   cudart                fetch those runtimes into build/cudart/ (pip; once)
+  test-cupy             CuPy's MemoryPool and MemoryAsyncPool under the hook (pinned PyPI wheels)
+  test-torch            PyTorch's three allocators under the hook (not in make test: CI runs it after)
+  test-frameworks       test-cupy and test-torch (not in make test)
   compute-test          compute limits: launch throttling on the fake driver's simulated device
   compute-cases-test    compute limits by kernel length, processes per worker, 0.1 s and 1 s sampling
   hook-table-test       docs/hook.md's entry-point table matches what the hook resolves
@@ -203,6 +207,7 @@ Benchmarks (not part of `make test`)
 Maintenance
   hook-table            regenerate docs/hook.md's entry-point table
   abi-reference         regenerate the headers' parts of docs/{abi,abi-v2,limiter}-reference.md
+  hook-paths-table      regenerate docs/hook.md's table of memory paths
 Packaging
   install               install (PREFIX, DESTDIR, LIBDIR, DOCDIR, INSTALL_VENDOR=universal|stub|nvidia|ascend|amd)
   uninstall             remove what install put there

@@ -34,6 +34,14 @@ static void test_fail(const char *file, int line, const char *fmt, ...) {
       test_fail(__FILE__, __LINE__, __VA_ARGS__);                              \
   } while (0)
 
+/* A call that returns a status code: it must be `expected`. */
+#define EXPECT(call, expected)                                                 \
+  do {                                                                         \
+    int rc_ = (int)(call);                                                     \
+    CHECK(rc_ == (int)(expected), "%s returned %d, expected %d", #call, rc_,   \
+          (int)(expected));                                                    \
+  } while (0)
+
 /* `lasterr` is a function returning the library's last error text (NULL ok). */
 #define EXPECT_RC_WITH(lasterr, call, expected)                                \
   do {                                                                         \

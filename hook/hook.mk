@@ -4,6 +4,8 @@
 #   make hook-test   the three apps against the fake driver, directly and in
 #                    a pid namespace (`unshare`, needs root); part of `make test`
 #   make hook-bench  hooked vs unhooked driver calls (part of `make bench`)
+#   make hook-paths-test  every path that takes device memory, five ways each
+#   make hook-paths-table  rewrite docs/hook.md's table of them
 
 HOOK_SO   := $(BUILD)/libcuda_limiter.so
 HOOK_BIN  := $(BUILD)/c-tests/hook
@@ -63,10 +65,35 @@ hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
 bench: hook-bench
 TEST_RUN_EXTRA += hook-test
 
+# ---- every path that takes device memory (issue 35), each reached five ways
+# (app_paths.c): the fake driver's own byte count never above the limit, what
+# it still holds still charged, host memory, reservations and imports not.
+$(HOOK_BIN)/app_paths: c-tests/hook/app_paths.c c-tests/test_util.h
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
+
+# The rows of the checks that passed are docs/hook.md's table of memory paths:
+# hook-paths-test fails when the docs differ, `make hook-paths-table` rewrites them.
+PATHS_RUN = ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) $(HOOK_BIN)/test_paths \
+  $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) $(HOOK_BIN)/app_paths \
+  $(HOOK_BIN)/paths-table.md
+.PHONY: hook-paths-test hook-paths-table
+hook-paths-test: $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_paths $(HOOK_BIN)/test_paths
+	$(PATHS_RUN)
+	sed -n '/^<!-- paths-table -->$$/,/^<!-- end paths-table -->$$/p' docs/hook.md \
+	  | sed '1d;$$d' | diff -u - $(HOOK_BIN)/paths-table.md \
+	  || { echo "FAIL: docs/hook.md's memory-paths table is stale: make hook-paths-table" >&2; exit 1; }
+hook-paths-table: $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_paths $(HOOK_BIN)/test_paths
+	$(PATHS_RUN)
+	awk -v t=$(HOOK_BIN)/paths-table.md '/^<!-- end paths-table -->$$/ {skip=0} \
+	  !skip {print} /^<!-- paths-table -->$$/ {while ((getline l < t) > 0) print l; skip=1}' \
+	  docs/hook.md > docs/hook.md.new && mv docs/hook.md.new docs/hook.md
+TEST_RUN_EXTRA += hook-paths-test
+
 # ---- compute limits (issue 17): launches throttled, steered by measured utilization.
 # test_compute drives app_launch on the fake driver's simulated device timeline
 # (c-tests/fakes/timeline.h), measured by the fake NVML.
-$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_launch.inc c-tests/fakes/cuda_runtime.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_vmm.inc c-tests/fakes/cuda_graphmem.inc c-tests/fakes/cuda_location_pools.inc c-tests/fakes/cuda_ctx_limits.inc c-tests/fakes/cuda_launch.inc c-tests/fakes/cuda_runtime.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
 $(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h c-tests/fakes/trace.h
 COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
 $(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/hook/compute_util.h \

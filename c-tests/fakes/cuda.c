@@ -165,7 +165,13 @@ int fake_cuda_state(int pid) {
  * release, or a reset) frees what is still allocated in it, as the driver
  * does; stream-ordered allocations come from a device's memory pool
  * (cuMemPoolCreate, cuDeviceGet[Default]MemPool, cuDeviceSetMemPool) and
- * are taken from the pool's device, outliving contexts. Device 0 is the fake NVML's
+ * are taken from the pool's device, outliving contexts; cuMemCreate's
+ * memory lives until its last handle reference, mapping and multicast
+ * binding end (cuda_vmm.inc); graphs take memory from a device's graph
+ * pool at upload or launch, given back by cuDeviceGraphMemTrim
+ * (cuda_graphmem.inc); raising a context's stack, printf FIFO or malloc
+ * heap limit takes device memory until the context ends
+ * (cuda_ctx_limits.inc). Device 0 is the fake NVML's
  * A40 (same UUID, same total), so limits set through libaccelerator's nvidia
  * vendor apply to it; device 1 has no NVML twin.
  *
@@ -196,9 +202,11 @@ int fake_cuda_state(int pid) {
  * how many allocations ever reached the driver; fake_cuda_used_on(uuid) the
  * bytes held on the device of an NVML UUID text (the fake NVML adds them to
  * its used memory, as a real NVML sees the driver's). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "trace.h"
 
@@ -268,6 +276,7 @@ static void install_fork_handlers(void) {
   pthread_atfork(lock_books, unlock_books, unlock_books);
 }
 
+enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX }; /* what a key names */
 /* Live allocations: key -> (device, bytes), a linear table; `host` backs a
  * K_PTR allocation once a memcpy has touched it. */
 #define MAXBLK 4096
@@ -276,6 +285,7 @@ static struct {
   int dev, kind;
   unsigned char *host;
   CUcontext ctx; /* freed with this context (NULL: outlives contexts) */
+  struct CUpool_st *pool; /* the memory pool it came from (NULL: none) */
 } blk[MAXBLK];
 static int nblk;
 
@@ -359,6 +369,7 @@ static CUresult take_in(int dev, unsigned long long bytes, int kind, unsigned lo
     blk[nblk].kind = kind;
     blk[nblk].host = NULL;
     blk[nblk].ctx = in;
+    blk[nblk].pool = NULL;
     nblk++;
     dev_used[dev] += bytes;
   }
@@ -373,9 +384,11 @@ static CUresult take_as(int dev, unsigned long long bytes, int kind, unsigned lo
 static CUresult take(int dev, unsigned long long bytes, int kind, unsigned long long *key) {
   return take_in(dev, bytes, kind, key, 0, current);
 }
+static void ctx_limits_end(CUcontext c); /* cuda_ctx_limits.inc */
 /* A context is destroyed: so is everything still allocated in it. */
 static void free_context(CUcontext c) {
   pthread_mutex_lock(&mu);
+  ctx_limits_end(c);
   for (int i = 0; i < nblk;)
     if (blk[i].ctx == c) {
       dev_used[blk[i].dev] -= blk[i].bytes;
@@ -386,18 +399,26 @@ static void free_context(CUcontext c) {
     }
   pthread_mutex_unlock(&mu);
 }
+static void pool_keep(struct CUpool_st *p, unsigned long long bytes); /* the pools, below */
+/* A graph's live allocation, freed by cuMemFree[Async] (cuda_graphmem.inc). */
+static int graph_mem_free(CUdeviceptr p);
 static CUresult give(unsigned long long key, int kind) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < nblk; i++)
     if (blk[i].key == key && blk[i].kind == kind) {
-      dev_used[blk[i].dev] -= blk[i].bytes;
+      if (blk[i].pool)
+        pool_keep(blk[i].pool, blk[i].bytes);
+      else
+        dev_used[blk[i].dev] -= blk[i].bytes;
       free(blk[i].host);
       blk[i] = blk[--nblk];
       r = CUDA_SUCCESS;
       break;
     }
   pthread_mutex_unlock(&mu);
+  if (r != CUDA_SUCCESS && kind == K_PTR && graph_mem_free(key))
+    r = CUDA_SUCCESS;
   return r;
 }
 static void books_fork_safe(void);
@@ -410,7 +431,6 @@ static CUresult current_dev(int *dev) {
   *dev = current->dev;
   return CUDA_SUCCESS;
 }
-enum { K_PTR, K_HANDLE, K_ARRAY, K_MIPMAP, K_CTX };
 
 /* Called by every entry point that needs a context (cuInit first). */
 static void books_fork_safe(void) { pthread_once(&fork_once, install_fork_handlers); }
@@ -463,7 +483,6 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     *bytes = dev_total[d];
   return r;
 }
-/* Only CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (16). */
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   CUresult r = device_call(v, d);
@@ -481,13 +500,14 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   case 10: *v = 32; break;                  /* WARP_SIZE */
   case 12: case 82: *v = 65536; break;      /* MAX_REGISTERS_PER_BLOCK / _MULTIPROCESSOR */
   case 16: *v = dev_sms[d]; break;          /* MULTIPROCESSOR_COUNT */
-  case 33: *v = 0x41 + 0x40 * d; break;     /* PCI_BUS_ID */
+  case 33: *v = 0x3b + 0x46 * d; break;     /* PCI_BUS_ID: the A40's is the fake NVML's (3B) */
   case 39: *v = 1536; break;                /* MAX_THREADS_PER_MULTIPROCESSOR */
   case 75: *v = 8; break;                   /* COMPUTE_CAPABILITY_MAJOR */
   case 76: *v = 6; break;                   /* COMPUTE_CAPABILITY_MINOR */
   case 81: *v = 102400; break;              /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
   case 97: *v = 101376; break;              /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
   case 106: *v = 16; break;                 /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+  case 115: *v = 1; break;                  /* MEMORY_POOLS_SUPPORTED */
   default: *v = 0; break;                   /* the rest: absent (0) on this fake */
   }
   return CUDA_SUCCESS;
@@ -615,12 +635,15 @@ CUresult cuCtxGetDevice(CUdevice *d) {
   return r;
 }
 static void wait_kernels(void); /* cuda_launch.inc */
+static void pools_sync(void);   /* the memory pools, below */
 CUresult cuCtxSynchronize(void) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
   CUresult r = current_dev(&dev);
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
     wait_kernels();
+    pools_sync();
+  }
   return r;
 }
 
@@ -663,8 +686,24 @@ static CUresult alloc_ptr(const char *fn, CUdeviceptr *p, unsigned long long byt
 }
 /* ---- memory pools: one default pool per device, and created ones. Pools
  * belong to their device, not to a context: what a stream-ordered
- * allocation takes outlives the context it was made from. ---- */
-struct CUpool_st { int dev; };
+ * allocation takes outlives the context it was made from.
+ *
+ * A pool keeps what is freed into it (cuda.h, CUmemPool_attribute): its
+ * reserved bytes are taken from the device, its used bytes are the live
+ * allocations; an allocation is served from the reserved bytes not in use
+ * first, and the pool grows by the rest. The bytes not in use go back to
+ * the device only when the pool releases them: a stream, event or context
+ * synchronization releases what lies above the pool's release threshold
+ * (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, default 0), cuMemPoolTrimTo down to
+ * the bytes it is asked to keep, and a destroyed pool all of them (its live
+ * allocations with their frees). Reserved bytes are fungible here: a real
+ * pool's fragments may make it grow earlier. ---- */
+struct CUpool_st {
+  int dev;
+  int dead; /* destroyed with live allocations: freed with the last one */
+  int reuse[3]; /* CU_MEMPOOL_ATTR_REUSE_* (1..3), int, default enabled */
+  unsigned long long threshold, reserved, used, reserved_high, used_high;
+};
 typedef struct {
   unsigned allocType, handleTypes;
   CUmemLocation location;
@@ -673,7 +712,17 @@ typedef struct {
   unsigned short usage;
   unsigned char reserved[54];
 } CUmemPoolProps; /* cuda.h, CUDA 12 */
-static struct CUpool_st default_pool[NDEV] = {{0}, {1}};
+enum { /* CUmemPool_attribute (cuda.h) */
+  CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+  CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+  CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+  CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+  CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
+};
+#define NEW_POOL(d) {.dev = (d), .reuse = {1, 1, 1}}
+static struct CUpool_st default_pool[NDEV] = {NEW_POOL(0), NEW_POOL(1)};
 static struct CUpool_st *device_pool[NDEV] = {&default_pool[0], &default_pool[1]};
 #define MAXPOOL 64
 static struct CUpool_st *pools[MAXPOOL];
@@ -690,6 +739,45 @@ static int pool_dev(CUmemoryPool pool) {
   pthread_mutex_unlock(&mu);
   return dev;
 }
+/* Under mu: give the device back the bytes of `p` not in use above `keep`. */
+static void pool_release(struct CUpool_st *p, unsigned long long keep) {
+  unsigned long long idle = p->reserved - p->used;
+  unsigned long long r = p->reserved > keep ? p->reserved - keep : 0;
+  if (r > idle)
+    r = idle;
+  p->reserved -= r;
+  dev_used[p->dev] -= r;
+}
+/* Under mu: an allocation of `p` freed. A destroyed pool releases it at
+ * once, and goes with its last allocation. */
+static void pool_keep(struct CUpool_st *p, unsigned long long bytes) {
+  p->used -= bytes;
+  if (p->dead) {
+    pool_release(p, 0);
+    if (p->used == 0)
+      free(p);
+  }
+}
+/* A synchronization: every pool releases what lies above its threshold. */
+static void pools_sync(void) {
+  pthread_mutex_lock(&mu);
+  for (int d = 0; d < NDEV; d++)
+    pool_release(&default_pool[d], default_pool[d].threshold);
+  for (int i = 0; i < MAXPOOL; i++)
+    if (pools[i])
+      pool_release(pools[i], pools[i]->threshold);
+  pthread_mutex_unlock(&mu);
+}
+/* Under mu: a pool this driver made and has not destroyed, or NULL. */
+static struct CUpool_st *live_pool(CUmemoryPool pool) {
+  for (int d = 0; d < NDEV; d++)
+    if (pool == &default_pool[d])
+      return &default_pool[d];
+  for (int i = 0; i < MAXPOOL; i++)
+    if (pools[i] && pool == pools[i])
+      return pools[i];
+  return NULL;
+}
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   count(__func__);
   if (!initialised)
@@ -701,7 +789,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   struct CUpool_st *p = malloc(sizeof *p);
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  p->dev = props->location.id;
+  *p = (struct CUpool_st)NEW_POOL(props->location.id);
   CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAXPOOL; i++)
@@ -717,7 +805,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
     *pool = p;
   return r;
 }
-/* What the pool still holds is released when its allocations are freed. */
+/* The bytes not in use go back now; the rest with their allocations' frees. */
 CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   CUresult r = CUDA_ERROR_INVALID_VALUE;
   count(__func__);
@@ -727,12 +815,71 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
       for (int d = 0; d < NDEV; d++)
         if (device_pool[d] == pools[i])
           device_pool[d] = &default_pool[d];
-      free(pools[i]);
+      pool_release(pools[i], 0);
+      if (pools[i]->used == 0)
+        free(pools[i]);
+      else
+        pools[i]->dead = 1;
       pools[i] = NULL;
       r = CUDA_SUCCESS;
     }
   pthread_mutex_unlock(&mu);
   return r;
+}
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  count(__func__);
+  pthread_mutex_lock(&mu);
+  struct CUpool_st *p = live_pool(pool);
+  if (p)
+    pool_release(p, keep);
+  pthread_mutex_unlock(&mu);
+  return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+/* cuMemPoolSetAttribute (`set`) and cuMemPoolGetAttribute: the reuse flags
+ * are ints, the rest cuuint64_t; the current figures are read-only, the
+ * high watermarks may only be reset (set to 0: to the current figure). */
+static CUresult pool_attribute(int set, CUmemoryPool pool, int attr, void *value) {
+  if (!value)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&mu);
+  struct CUpool_st *p = live_pool(pool);
+  unsigned long long *v = value, *field = NULL, *now = NULL;
+  int reuse = attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+              attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+  if (p) {
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: field = &p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: field = set ? NULL : &p->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: field = &p->reserved_high, now = &p->reserved; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: field = set ? NULL : &p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: field = &p->used_high, now = &p->used; break;
+    }
+  }
+  if (!p || (!reuse && !field))
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (reuse && set)
+    p->reuse[attr - 1] = *(int *)value != 0;
+  else if (reuse)
+    *(int *)value = p->reuse[attr - 1];
+  else if (!set)
+    *v = *field;
+  else if (!now)
+    *field = *v;
+  else if (*v == 0)
+    *field = *now;
+  else
+    r = CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value) {
+  count(__func__);
+  return pool_attribute(1, pool, attr, value);
+}
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value) {
+  count(__func__);
+  return pool_attribute(0, pool, attr, value);
 }
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
   count(__func__);
@@ -763,9 +910,15 @@ CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) {
   pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
 }
-/* A stream-ordered allocation from `pool` (NULL: the current device's pool). */
+/* Graph memory (cuda_graphmem.inc): on a capturing stream an allocation
+ * or a free becomes a node (1, its result in *r). */
+static int capture_alloc(CUstream s, int dev, unsigned long long bytes, CUdeviceptr *p,
+                         CUresult *r);
+static int capture_free(CUstream s, CUdeviceptr p, CUresult *r);
+/* A stream-ordered allocation from `pool` (NULL: the current device's
+ * pool): from its reserved bytes not in use, the pool growing by the rest. */
 static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long bytes,
-                           CUmemoryPool pool) {
+                           CUmemoryPool pool, CUstream s) {
   int dev;
   count(fn);
   if (!p)
@@ -773,9 +926,45 @@ static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long by
   CUresult r = current_dev(&dev);
   if (r != CUDA_SUCCESS)
     return r;
-  if (pool && (dev = pool_dev(pool)) < 0)
+  pthread_mutex_lock(&mu);
+  struct CUpool_st *from = pool ? live_pool(pool) : device_pool[dev];
+  int at = from ? from->dev : -1;
+  pthread_mutex_unlock(&mu);
+  if (at < 0 || bytes == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  return take_in(dev, bytes, K_PTR, p, 0, NULL);
+  if (capture_alloc(s, at, bytes, p, &r))
+    return r;
+  pthread_mutex_lock(&mu);
+  from = pool ? live_pool(pool) : device_pool[dev];
+  allocations++;
+  if (!from)
+    r = CUDA_ERROR_INVALID_VALUE;
+  else {
+    unsigned long long idle = from->reserved - from->used;
+    unsigned long long grow = bytes > idle ? bytes - idle : 0;
+    if (grow > dev_total[from->dev] - dev_used[from->dev] || nblk == MAXBLK)
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    else {
+      *p = next_address;
+      next_address += (bytes + 511) & ~511ULL;
+      memset(&blk[nblk], 0, sizeof blk[nblk]);
+      blk[nblk].key = *p;
+      blk[nblk].bytes = bytes;
+      blk[nblk].dev = from->dev;
+      blk[nblk].kind = K_PTR;
+      blk[nblk].pool = from;
+      nblk++;
+      dev_used[from->dev] += grow;
+      from->reserved += grow;
+      from->used += bytes;
+      if (from->reserved > from->reserved_high)
+        from->reserved_high = from->reserved;
+      if (from->used > from->used_high)
+        from->used_high = from->used;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return r;
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return alloc_ptr(__func__, p, n); }
 /* The 32-bit v1 ABI (CUDA < 3.2): 32-bit sizes and pointers. */
@@ -794,20 +983,16 @@ CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
   return alloc_ptr(__func__, p, n);
 }
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
-  (void)s;
-  return alloc_pool(__func__, p, n, NULL);
+  return alloc_pool(__func__, p, n, NULL, s);
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) {
-  (void)s;
-  return alloc_pool(__func__, p, n, NULL);
+  return alloc_pool(__func__, p, n, NULL, s);
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
-  (void)s;
-  return pool ? alloc_pool(__func__, p, n, pool) : CUDA_ERROR_INVALID_VALUE;
+  return pool ? alloc_pool(__func__, p, n, pool, s) : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
-  (void)s;
-  return pool ? alloc_pool(__func__, p, n, pool) : CUDA_ERROR_INVALID_VALUE;
+  return pool ? alloc_pool(__func__, p, n, pool, s) : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned elem) {
   int dev;
@@ -835,16 +1020,6 @@ CUresult cuMemAllocPitch(unsigned *p, unsigned *pitch, unsigned w, unsigned h, u
     *pitch = (unsigned)pt;
   }
   return r;
-}
-CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
-                     unsigned long long flags) {
-  count(__func__);
-  if (!initialised)
-    return CUDA_ERROR_NOT_INITIALIZED;
-  if (!h || !prop || flags || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      prop->location.id < 0 || prop->location.id >= NDEV)
-    return CUDA_ERROR_INVALID_VALUE;
-  return take_as(prop->location.id, n, K_HANDLE, h, 0);
 }
 static unsigned long long format_bytes(unsigned f) {
   switch (f) {
@@ -897,13 +1072,15 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPT
 }
 CUresult cuMemFree_v2(CUdeviceptr p) { count(__func__); return give(p, K_PTR); }
 CUresult cuMemFree(unsigned p) { count(__func__); return give(p, K_PTR); }
-CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; count(__func__); return give(p, K_PTR); }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
-  (void)s;
-  count(__func__);
-  return give(p, K_PTR);
+static CUresult free_async(CUdeviceptr p, CUstream s) {
+  CUresult r;
+  return capture_free(s, p, &r) ? r : give(p, K_PTR);
 }
-CUresult cuMemRelease(CUmemGenericAllocationHandle h) { count(__func__); return give(h, K_HANDLE); }
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { count(__func__); return free_async(p, s); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
+  count(__func__);
+  return free_async(p, s);
+}
 CUresult cuArrayDestroy(CUarray a) { count(__func__); return give((uintptr_t)a, K_ARRAY); }
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
   count(__func__);
@@ -923,7 +1100,27 @@ CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
   pthread_mutex_unlock(&mu);
   return CUDA_SUCCESS;
 }
-/* ---- copies: through the host buffer behind [p, p + n) of one allocation ---- */
+/* ---- copies and memsets: through the host buffer behind [p, p + n) of one
+ * allocation ---- */
+/* Under mu: the host bytes behind [p, p + n) of one allocation (made on
+ * first touch), p aligned to `align` in it; NULL with *r set otherwise. */
+static unsigned char *backing(CUdeviceptr p, size_t n, size_t align, CUresult *r) {
+  *r = CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < nblk; i++)
+    if (blk[i].kind == K_PTR && p >= blk[i].key && p - blk[i].key < blk[i].bytes) {
+      if (n > blk[i].bytes - (p - blk[i].key) || (p - blk[i].key) % align)
+        return NULL;
+      if (!blk[i].host)
+        blk[i].host = calloc(1, blk[i].bytes);
+      if (!blk[i].host) {
+        *r = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+      }
+      *r = CUDA_SUCCESS;
+      return blk[i].host + (p - blk[i].key);
+    }
+  return NULL;
+}
 static CUresult copy(CUdeviceptr p, void *host, size_t n, int to_device) {
   int dev;
   if (!host)
@@ -931,23 +1128,10 @@ static CUresult copy(CUdeviceptr p, void *host, size_t n, int to_device) {
   CUresult r = current_dev(&dev);
   if (r != CUDA_SUCCESS)
     return r;
-  r = CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&mu);
-  for (int i = 0; i < nblk; i++)
-    if (blk[i].kind == K_PTR && p >= blk[i].key && p - blk[i].key < blk[i].bytes) {
-      if (n > blk[i].bytes - (p - blk[i].key))
-        break;
-      if (!blk[i].host)
-        blk[i].host = calloc(1, blk[i].bytes);
-      if (!blk[i].host) {
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-        break;
-      }
-      unsigned char *d = blk[i].host + (p - blk[i].key);
-      memcpy(to_device ? d : host, to_device ? host : d, n);
-      r = CUDA_SUCCESS;
-      break;
-    }
+  unsigned char *d = backing(p, n, 1, &r);
+  if (d)
+    memcpy(to_device ? d : host, to_device ? host : d, n);
   pthread_mutex_unlock(&mu);
   return r;
 }
@@ -955,6 +1139,47 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
   return copy(dst, (void *)src, n, 1);
 }
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return copy(src, dst, n, 0); }
+/* The Async ones at once (no real stream). */
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+  (void)s;
+  return copy(dst, (void *)src, n, 1);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+  (void)s;
+  return copy(src, dst, n, 0);
+}
+
+/* Memsets: `n` elements of `size` bytes (1, 2, 4) set to `value`; the Async
+ * ones at once. */
+static CUresult fill(CUdeviceptr p, unsigned value, size_t n, size_t size) {
+  int dev;
+  CUresult r = current_dev(&dev);
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (n > SIZE_MAX / size)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  unsigned char *d = backing(p, n * size, size, &r);
+  for (size_t k = 0; d && k < n; k++)
+    memcpy(d + k * size, &value, size); /* little-endian: the low bytes */
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { return fill(p, v, n, 1); }
+CUresult cuMemsetD16_v2(CUdeviceptr p, unsigned short v, size_t n) { return fill(p, v, n, 2); }
+CUresult cuMemsetD32_v2(CUdeviceptr p, unsigned v, size_t n) { return fill(p, v, n, 4); }
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+  (void)s;
+  return fill(p, v, n, 1);
+}
+CUresult cuMemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream s) {
+  (void)s;
+  return fill(p, v, n, 2);
+}
+CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) {
+  (void)s;
+  return fill(p, v, n, 4);
+}
 
 /* The 32-bit v1 ABI. */
 CUresult cuDeviceTotalMem(unsigned *bytes, CUdevice d) {
@@ -978,8 +1203,12 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
   return r;
 }
 
+#include "cuda_vmm.inc"
 #include "cuda_launch.inc"
 #include "cuda_runtime.inc"
+#include "cuda_graphmem.inc"
+#include "cuda_location_pools.inc"
+#include "cuda_ctx_limits.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -1031,7 +1260,29 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetDefaultMemPool", (void *)cuDeviceGetDefaultMemPool, 11020, 0},
     {"cuDeviceGetMemPool", (void *)cuDeviceGetMemPool, 11020, 0},
     {"cuDeviceSetMemPool", (void *)cuDeviceSetMemPool, 11020, 0},
+    {"cuMemGetDefaultMemPool", (void *)cuMemGetDefaultMemPool, 13000, 0},
+    {"cuMemGetMemPool", (void *)cuMemGetMemPool, 13000, 0},
+    {"cuMemSetMemPool", (void *)cuMemSetMemPool, 13000, 0},
     {"cuMemRelease", (void *)cuMemRelease, 10020, 0},
+    /* virtual memory management and multicast (cuda_vmm.inc) */
+    {"cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity, 10020, 0},
+    {"cuMemAddressReserve", (void *)cuMemAddressReserve, 10020, 0},
+    {"cuMemAddressFree", (void *)cuMemAddressFree, 10020, 0},
+    {"cuMemMap", (void *)cuMemMap, 10020, 0},
+    {"cuMemUnmap", (void *)cuMemUnmap, 10020, 0},
+    {"cuMemSetAccess", (void *)cuMemSetAccess, 10020, 0},
+    {"cuMemRetainAllocationHandle", (void *)cuMemRetainAllocationHandle, 11000, 0},
+    {"cuMemGetAllocationPropertiesFromHandle", (void *)cuMemGetAllocationPropertiesFromHandle, 10020, 0},
+    {"cuMemExportToShareableHandle", (void *)cuMemExportToShareableHandle, 10020, 0},
+    {"cuMemImportFromShareableHandle", (void *)cuMemImportFromShareableHandle, 10020, 0},
+    {"cuMulticastGetGranularity", (void *)cuMulticastGetGranularity, 12010, 0},
+    {"cuMulticastCreate", (void *)cuMulticastCreate, 12010, 0},
+    {"cuMulticastAddDevice", (void *)cuMulticastAddDevice, 12010, 0},
+    {"cuMulticastBindMem", (void *)cuMulticastBindMem, 12010, 0},
+    {"cuMulticastBindMem", (void *)cuMulticastBindMem_v2, 13010, 0},
+    {"cuMulticastBindAddr", (void *)cuMulticastBindAddr, 12010, 0},
+    {"cuMulticastBindAddr", (void *)cuMulticastBindAddr_v2, 13010, 0},
+    {"cuMulticastUnbind", (void *)cuMulticastUnbind, 12010, 0},
     {"cuArrayCreate", (void *)cuArrayCreate, 2000, 0},
     {"cuArrayCreate", (void *)cuArrayCreate_v2, 3020, 0},
     {"cuArray3DCreate", (void *)cuArray3DCreate, 2000, 0},
@@ -1055,6 +1306,25 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGraphLaunch", (void *)cuGraphLaunch_ptsz, 10000, PT},
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2, 3020, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2, 3020, 0},
+    {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2, 3020, 0},
+    {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2, 7000, PT},
+    {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2, 3020, 0},
+    {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2, 7000, PT},
+    {"cuMemsetD8", (void *)cuMemsetD8_v2, 3020, 0},
+    {"cuMemsetD8", (void *)cuMemsetD8_v2, 7000, PT},
+    {"cuMemsetD16", (void *)cuMemsetD16_v2, 3020, 0},
+    {"cuMemsetD16", (void *)cuMemsetD16_v2, 7000, PT},
+    {"cuMemsetD32", (void *)cuMemsetD32_v2, 3020, 0},
+    {"cuMemsetD32", (void *)cuMemsetD32_v2, 7000, PT},
+    {"cuMemsetD8Async", (void *)cuMemsetD8Async, 3020, 0},
+    {"cuMemsetD8Async", (void *)cuMemsetD8Async, 7000, PT},
+    {"cuMemsetD16Async", (void *)cuMemsetD16Async, 3020, 0},
+    {"cuMemsetD16Async", (void *)cuMemsetD16Async, 7000, PT},
+    {"cuMemsetD32Async", (void *)cuMemsetD32Async, 3020, 0},
+    {"cuMemsetD32Async", (void *)cuMemsetD32Async, 7000, PT},
+    {"cuMemPoolTrimTo", (void *)cuMemPoolTrimTo, 11020, 0},
+    {"cuMemPoolSetAttribute", (void *)cuMemPoolSetAttribute, 11020, 0},
+    {"cuMemPoolGetAttribute", (void *)cuMemPoolGetAttribute, 11020, 0},
     /* what NVIDIA's runtime needs at init (cuda_runtime.inc) */
     {"cuGetExportTable", (void *)cuGetExportTable, 3000, 0},
     {"cuGetErrorString", (void *)cuGetErrorString, 6000, 0},
@@ -1085,10 +1355,20 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGraphInstantiate", (void *)cuGraphInstantiate_v2, 11000, 0},
     {"cuGraphInstantiateWithFlags", (void *)cuGraphInstantiateWithFlags, 11040, 0},
     {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams, 12000, 0},
-    {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams, 12000, PT},
+    {"cuGraphInstantiateWithParams", (void *)cuGraphInstantiateWithParams_ptsz, 12000, PT},
     {"cuGraphUpload", (void *)cuGraphUpload, 11010, 0},
     {"cuGraphUpload", (void *)cuGraphUpload, 11010, PT},
     {"cuGraphExecDestroy", (void *)cuGraphExecDestroy, 10000, 0},
+    /* graph memory (cuda_graphmem.inc) */
+    {"cuGraphCreate", (void *)cuGraphCreate, 10000, 0},
+    {"cuGraphAddMemAllocNode", (void *)cuGraphAddMemAllocNode, 11040, 0},
+    {"cuGraphAddMemFreeNode", (void *)cuGraphAddMemFreeNode, 11040, 0},
+    {"cuGraphGetNodes", (void *)cuGraphGetNodes, 10000, 0},
+    {"cuGraphNodeGetType", (void *)cuGraphNodeGetType, 10000, 0},
+    {"cuGraphMemAllocNodeGetParams", (void *)cuGraphMemAllocNodeGetParams, 11040, 0},
+    {"cuDeviceGraphMemTrim", (void *)cuDeviceGraphMemTrim, 11040, 0},
+    {"cuDeviceGetGraphMemAttribute", (void *)cuDeviceGetGraphMemAttribute, 11040, 0},
+    {"cuDeviceSetGraphMemAttribute", (void *)cuDeviceSetGraphMemAttribute, 11040, 0},
     {"cuGraphDestroy", (void *)cuGraphDestroy, 10000, 0},
     {"cuDevicePrimaryCtxGetState", (void *)cuDevicePrimaryCtxGetState, 7000, 0},
     {"cuDevicePrimaryCtxSetFlags", (void *)cuDevicePrimaryCtxSetFlags, 7000, 0},

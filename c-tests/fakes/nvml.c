@@ -11,6 +11,8 @@
  * Scripting (read on every call):
  *   FAKE_NVML_FAIL=<function>  that function returns NVML_ERROR_UNKNOWN
  *   FAKE_NVML_PROCS=pid:gpu:bytes:smutil,...  running compute processes
+ *   FAKE_NVML_GRAPHICS_PROCS, FAKE_NVML_MPS_PROCS  (same form) graphics and
+ *                              MPS compute processes
  *   FAKE_NVML_MIG_OFF=1        MIG mode reads as off on GPU 0
  *   FAKE_NVML_NVLINKS=n        GPU 0 has n NVLinks (up to 36) instead of 4
  *
@@ -175,6 +177,17 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned len) {
   copy(v, len, "570.124.06");
   return NVML_SUCCESS;
 }
+/* The CUDA version the driver supports (1000 * major + 10 * minor): the
+ * fake driver's (FAKE_CUDA_DRIVER_VERSION, default 12080, as its r570). */
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) {
+  ENTER();
+  if (!v)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const char *e = getenv("FAKE_CUDA_DRIVER_VERSION");
+  *v = e && *e ? atoi(e) : 12080;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) { return nvmlSystemGetCudaDriverVersion_v2(v); }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) {
   ENTER();
   *n = 2;
@@ -397,6 +410,33 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(void *h, pci_t *p) {
   return NVML_SUCCESS;
 }
 
+/* A bus id in the forms nvml.h gives nvmlDeviceGetHandleByPciBusId_v2,
+ * hexadecimal in either case: "domain:bus:device.function",
+ * "domain:bus:device" and "bus:device.function" (cudaDeviceGetPCIBusId's
+ * "0000:3b:00.0" names the A40). */
+static int parse_bus_id(const char *s, unsigned v[4]) {
+  int n = 0;
+  if (sscanf(s, "%x:%x:%x.%x%n", &v[0], &v[1], &v[2], &v[3], &n) == 4 && !s[n])
+    return 1;
+  v[3] = 0;
+  if (sscanf(s, "%x:%x:%x%n", &v[0], &v[1], &v[2], &n) == 3 && !s[n])
+    return 1;
+  v[0] = 0;
+  return sscanf(s, "%x:%x.%x%n", &v[1], &v[2], &v[3], &n) == 3 && !s[n];
+}
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, void **h) {
+  ENTER();
+  unsigned want[4], have[4];
+  if (!bus_id || !h || !parse_bus_id(bus_id, want))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (int i = 0; i < 2; i++)
+    if (parse_bus_id(gpus[i].bus_id, have) && memcmp(want, have, sizeof want) == 0) {
+      *h = &gpus[i];
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_NOT_FOUND;
+}
+
 /* ---- topology ---- */
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(void *a, void *b, int *level) {
   ENTER();
@@ -429,6 +469,17 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(void *h, unsigned link, pci_t *
   if (link >= nvlinks(g))
     return NVML_ERROR_INVALID_ARGUMENT;
   fill_pci(p, &gpus[g->peer]);
+  return NVML_SUCCESS;
+}
+
+/* nvmlIntNvLinkDeviceType_t: the far end of every link is the other GPU
+ * (NVML_NVLINK_DEVICE_TYPE_GPU, 0). */
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(void *h, unsigned link, int *type) {
+  ENTER();
+  GPU(h);
+  if (!type || link >= nvlinks(g))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *type = 0;
   return NVML_SUCCESS;
 }
 
@@ -493,14 +544,19 @@ nvmlReturn_t nvmlDeviceGetFieldValues(void *h, int n, field_t *v) {
   return NVML_SUCCESS;
 }
 
-/* ---- processes (FAKE_NVML_PROCS=pid:gpu:bytes:smutil,...) ---- */
+/* ---- processes: FAKE_NVML_PROCS=pid:gpu:bytes:smutil,... the compute
+ * ones; FAKE_NVML_GRAPHICS_PROCS and FAKE_NVML_MPS_PROCS (same form) the
+ * graphics and MPS compute ones. Each list in every version of nvml.h:
+ * nvmlProcessInfo_v1_t (pid, usedGpuMemory) for the unsuffixed function,
+ * nvmlProcessInfo_v2_t for _v2, nvmlProcessInfo_t (the v2 layout) for _v3;
+ * not on MIG, so both instance ids are 0xFFFFFFFF. ---- */
 typedef struct {
   unsigned pid, gpu;
   unsigned long long bytes;
   unsigned sm;
 } proc_t;
-static unsigned procs(proc_t *out, unsigned max, unsigned gpu_index) {
-  const char *s = getenv("FAKE_NVML_PROCS");
+static unsigned procs_of(const char *var, proc_t *out, unsigned max, unsigned gpu_index) {
+  const char *s = getenv(var);
   unsigned n = 0;
   while (s && *s && n < max) {
     proc_t p;
@@ -515,28 +571,50 @@ static unsigned procs(proc_t *out, unsigned max, unsigned gpu_index) {
   }
   return n;
 }
+static unsigned procs(proc_t *out, unsigned max, unsigned gpu_index) {
+  return procs_of("FAKE_NVML_PROCS", out, max, gpu_index);
+}
+typedef struct {
+  unsigned pid;
+  unsigned long long usedGpuMemory;
+} pinfo_v1_t;
 typedef struct {
   unsigned pid;
   unsigned long long usedGpuMemory;
   unsigned gpuInstanceId, computeInstanceId;
 } pinfo_t;
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *count, pinfo_t *infos) {
-  ENTER();
-  GPU(h);
-  proc_t p[64];
-  unsigned n = procs(p, 64, (unsigned)(g - gpus));
-  if (!infos || *count < n) {
-    *count = n;
-    return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+/* The size query (NULL or too small a buffer) answers the count with
+ * NVML_ERROR_INSUFFICIENT_SIZE, or NVML_SUCCESS when there is none. */
+#define PROCESS_LIST(fn, var, info_t, more)                                      \
+  nvmlReturn_t fn(void *h, unsigned *count, info_t *infos) {                     \
+    ENTER();                                                                     \
+    GPU(h);                                                                      \
+    if (!count)                                                                  \
+      return NVML_ERROR_INVALID_ARGUMENT;                                        \
+    proc_t p[64];                                                                \
+    unsigned n = procs_of(var, p, 64, (unsigned)(g - gpus));                     \
+    if (!infos || *count < n) {                                                  \
+      *count = n;                                                                \
+      return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;                    \
+    }                                                                            \
+    for (unsigned i = 0; i < n; i++) {                                           \
+      infos[i].pid = p[i].pid;                                                   \
+      infos[i].usedGpuMemory = p[i].bytes;                                       \
+      more;                                                                      \
+    }                                                                            \
+    *count = n;                                                                  \
+    return NVML_SUCCESS;                                                         \
   }
-  for (unsigned i = 0; i < n; i++) {
-    infos[i].pid = p[i].pid;
-    infos[i].usedGpuMemory = p[i].bytes;
-    infos[i].gpuInstanceId = infos[i].computeInstanceId = 0xFFFFFFFF;
-  }
-  *count = n;
-  return NVML_SUCCESS;
-}
+#define NOT_MIG infos[i].gpuInstanceId = infos[i].computeInstanceId = 0xFFFFFFFF
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses, "FAKE_NVML_PROCS", pinfo_v1_t, (void)0)
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v2, "FAKE_NVML_PROCS", pinfo_t, NOT_MIG)
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v3, "FAKE_NVML_PROCS", pinfo_t, NOT_MIG)
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses, "FAKE_NVML_GRAPHICS_PROCS", pinfo_v1_t, (void)0)
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, "FAKE_NVML_GRAPHICS_PROCS", pinfo_t, NOT_MIG)
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v3, "FAKE_NVML_GRAPHICS_PROCS", pinfo_t, NOT_MIG)
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses, "FAKE_NVML_MPS_PROCS", pinfo_v1_t, (void)0)
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, "FAKE_NVML_MPS_PROCS", pinfo_t, NOT_MIG)
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, "FAKE_NVML_MPS_PROCS", pinfo_t, NOT_MIG)
 typedef struct {
   unsigned pid;
   unsigned long long timeStamp;

@@ -22,6 +22,9 @@ CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
+CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                      unsigned long long);
@@ -55,6 +58,9 @@ int main(int argc, char **argv) {
   A.MemAllocAsync = cuMemAllocAsync;
   A.MemAllocFromPoolAsync = cuMemAllocFromPoolAsync;
   A.MemFreeAsync = cuMemFreeAsync;
+  A.CtxSynchronize = cuCtxSynchronize;
+  A.MemPoolTrimTo = cuMemPoolTrimTo;
+  A.MemPoolSetAttribute = cuMemPoolSetAttribute;
   A.MemAllocPitch = cuMemAllocPitch_v2;
   A.MemCreate = cuMemCreate;
   A.MemRelease = cuMemRelease;

@@ -113,6 +113,9 @@ int main(int argc, char **argv) {
   A.MemAllocAsync = get("cuMemAllocAsync", VERSION, PER_THREAD);
   A.MemAllocFromPoolAsync = get("cuMemAllocFromPoolAsync", VERSION, PER_THREAD);
   A.MemFreeAsync = get("cuMemFreeAsync", VERSION, PER_THREAD);
+  A.CtxSynchronize = get("cuCtxSynchronize", VERSION, 0);
+  A.MemPoolTrimTo = get("cuMemPoolTrimTo", VERSION, 0);
+  A.MemPoolSetAttribute = get("cuMemPoolSetAttribute", VERSION, 0);
   A.MemAllocPitch = get("cuMemAllocPitch", VERSION, 0);
   A.MemCreate = get("cuMemCreate", VERSION, 0);
   A.MemRelease = get("cuMemRelease", VERSION, 0);

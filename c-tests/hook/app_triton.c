@@ -41,6 +41,9 @@ int main(int argc, char **argv) {
   A.MemAllocAsync = get("cuMemAllocAsync");
   A.MemAllocFromPoolAsync = get("cuMemAllocFromPoolAsync");
   A.MemFreeAsync = get("cuMemFreeAsync");
+  A.CtxSynchronize = get("cuCtxSynchronize");
+  A.MemPoolTrimTo = get("cuMemPoolTrimTo");
+  A.MemPoolSetAttribute = get("cuMemPoolSetAttribute");
   A.MemAllocPitch = get("cuMemAllocPitch_v2");
   A.MemCreate = get("cuMemCreate");
   A.MemRelease = get("cuMemRelease");

@@ -7,7 +7,9 @@
  * Usage (under LD_PRELOAD=libcuda_limiter.so, the fake libcuda.so.1 on the
  * library path): entry_table REQUESTS-12.9 REQUESTS-13.5 EXPORTS
  * Prints the docs/hook.md table (markdown) and checks the rule: the hook
- * returns its wrapper exactly for the functions that allocate, free,
+ * returns its wrapper exactly for the functions that allocate, free (or
+ * start or end a reference to memory, or instantiate, destroy or trim
+ * graph memory),
  * create or destroy contexts, launch work, report memory (or tell it where
  * a pool is, or hand out entry points), v1 and _v2/_v3/_v4/_ptsz alike,
  * and the driver's own pointer for the rest; every such request must be
@@ -30,6 +32,15 @@ static const char *const must_wrap[] = {
     /* free */
     "cuMemFree", "cuMemFree_v2", "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuMemRelease",
     "cuArrayDestroy", "cuMipmappedArrayDestroy",
+    /* start or end a reference to cuMemCreate's memory */
+    "cuMemMap", "cuMemUnmap", "cuMemRetainAllocationHandle", "cuMemExportToShareableHandle",
+    "cuMemImportFromShareableHandle", "cuMulticastCreate", "cuMulticastBindMem",
+    "cuMulticastBindMem_v2", "cuMulticastBindAddr", "cuMulticastBindAddr_v2", "cuMulticastUnbind",
+    /* graph memory: charged at instantiation, given back by a trim */
+    "cuGraphInstantiate_v2", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
+    "cuGraphInstantiateWithParams_ptsz", "cuGraphExecDestroy", "cuDeviceGraphMemTrim",
+    /* what a context's raised limits take */
+    "cuCtxSetLimit",
     /* contexts */
     "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
     "cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
@@ -42,7 +53,10 @@ static const char *const must_wrap[] = {
     "cuMemGetInfo", "cuMemGetInfo_v2", "cuDeviceTotalMem", "cuDeviceTotalMem_v2",
     /* where a pool allocates */
     "cuMemPoolCreate", "cuMemPoolDestroy", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool",
-    "cuDeviceSetMemPool",
+    "cuDeviceSetMemPool", "cuMemGetDefaultMemPool", "cuMemGetMemPool", "cuMemSetMemPool",
+    /* when a pool releases what it keeps */
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuStreamSynchronize_ptsz", "cuEventSynchronize",
+    "cuMemPoolTrimTo",
     /* entry points */
     "cuGetProcAddress", "cuGetProcAddress_v2",
 };

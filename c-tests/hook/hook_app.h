@@ -21,7 +21,10 @@
  *   lifecycle L R      contexts (R bytes each) created and destroyed 100 times;
  *                      a destroyed context's live allocations are no longer
  *                      charged; primary contexts retained/released/reset
- *   pools L            a pool's allocations are charged to the pool's device
+ *   pools L            a pool's allocations are charged to the pool's device;
+ *                      what is freed into a pool stays charged until it
+ *                      releases it (a synchronization, past a raised
+ *                      release threshold only by a trim)
  *   views L            1000 rounds of cuMemGetInfo_v2, cuDeviceTotalMem_v2 and
  *                      nvmlDeviceGetMemoryInfo between two marker writes
  *                      (write(-1, "views-begin"/"views-end")): the test
@@ -74,6 +77,7 @@ enum {
   CU_MEM_ALLOCATION_TYPE_PINNED = 1,
   CU_MEM_LOCATION_TYPE_DEVICE = 1,
   CU_MEM_ATTACH_GLOBAL = 1,
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4, /* CUmemPool_attribute */
 };
 
 typedef struct {
@@ -97,6 +101,9 @@ typedef struct {
   CUresult (*MemAllocAsync)(CUdeviceptr *, size_t, CUstream);
   CUresult (*MemAllocFromPoolAsync)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*CtxSynchronize)(void);
+  CUresult (*MemPoolTrimTo)(CUmemoryPool, size_t);
+  CUresult (*MemPoolSetAttribute)(CUmemoryPool, int, void *);
   CUresult (*MemAllocPitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
   CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                         unsigned long long);
@@ -116,13 +123,6 @@ typedef struct {
 } api_t;
 
 static api_t A;
-
-#define EXPECT(call, expected)                                                 \
-  do {                                                                         \
-    int rc_ = (int)(call);                                                     \
-    CHECK(rc_ == (int)(expected), "%s returned %d, expected %d", #call, rc_,   \
-          (int)(expected));                                                    \
-  } while (0)
 
 #define MIB (1024ull * 1024ull)
 
@@ -203,6 +203,22 @@ static void scenario_limit(unsigned long long L) {
     CHECK(info_free() == L, name ": the free gave back exactly (%zu)", info_free());\
   } while (0)
 
+/* Free a pool's allocation with `f`: the pool keeps its bytes, still
+ * charged, until a synchronization releases them (a default pool's release
+ * threshold is 0). */
+static CUresult pool_free(CUresult (*f)(CUdeviceptr, CUstream), CUdeviceptr p) {
+  size_t before = info_free();
+  CUresult r = f(p, NULL);
+  CHECK(info_free() == before, "the pool keeps what is freed into it, charged: free %zu",
+        info_free());
+  CUresult s = A.CtxSynchronize();
+  return r != CUDA_SUCCESS ? r : s;
+}
+static CUresult mem_free(CUdeviceptr p, CUstream s) {
+  (void)s;
+  return A.MemFree(p);
+}
+
 static void scenario_paths(unsigned long long L) {
   context(0);
   size_t n = (size_t)(L * 3 / 4), pitch = 0;
@@ -223,10 +239,10 @@ static void scenario_paths(unsigned long long L) {
        A.MemAllocManaged(&q, n, CU_MEM_ATTACH_GLOBAL), A.MemFree(p));
   unsigned long long async_before = A.fake_calls(A.async_name);
   PATH("cuMemAllocAsync", A.MemAllocAsync(&p, n, NULL), A.MemAllocAsync(&q, n, NULL),
-       A.MemFreeAsync(p, NULL));
+       pool_free(A.MemFreeAsync, p));
   CHECK(A.fake_calls(A.async_name) == async_before + 1, "the driver ran %s once", A.async_name);
   PATH("cuMemAllocFromPoolAsync", A.MemAllocFromPoolAsync(&p, n, pool, NULL),
-       A.MemAllocFromPoolAsync(&q, n, pool, NULL), A.MemFree(p));
+       A.MemAllocFromPoolAsync(&q, n, pool, NULL), pool_free(mem_free, p));
   PATH("cuMemAllocPitch_v2", A.MemAllocPitch(&p, &pitch, 1000, n / 1024, 4),
        A.MemAllocPitch(&q, &pitch, 1000, n / 1024, 4), A.MemFree(p));
   CHECK(pitch == 1024, "the driver's pitch: %zu", pitch);
@@ -664,7 +680,32 @@ static void scenario_pools(unsigned long long L) {
   EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
   EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
   EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  CHECK(info_free() == L / 2, "the pools keep what was freed into them: free %zu", info_free());
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
   CHECK(info_free() == L && driver_used(1) == used1, "all given back: free %zu", info_free());
+  /* A pool whose release threshold is raised keeps its freed bytes past a
+   * synchronization, charged: another allocation cannot take them; its
+   * own next allocation is served from them; a trim gives them back. */
+  unsigned long long most = ~0ULL, zero = 0, used0 = driver_used(0);
+  EXPECT(A.MemPoolSetAttribute(def0, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &most), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&r, L / 2, def0, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  CHECK(info_free() == L / 2 && driver_used(0) == used0 + L / 2,
+        "past the threshold's synchronization the pool keeps L/2, charged: free %zu",
+        info_free());
+  REFUSED(A.MemAlloc(&r, L / 2 + 1));
+  unsigned long long allocs = driver_allocs();
+  EXPECT(A.MemAllocFromPoolAsync(&r, L / 4, def0, NULL), CUDA_SUCCESS);
+  CHECK(info_free() == L / 2 && driver_allocs() == allocs + 1,
+        "the pool's next allocation is served from what it keeps: free %zu", info_free());
+  EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemPoolTrimTo(def0, L / 8), CUDA_SUCCESS);
+  CHECK(info_free() == L - L / 8 && driver_used(0) == used0 + L / 8,
+        "a trim gives back all but what it keeps: free %zu", info_free());
+  EXPECT(A.MemPoolSetAttribute(def0, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero), CUDA_SUCCESS);
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  CHECK(info_free() == L && driver_used(0) == used0, "the threshold back at 0: all given back");
   EXPECT(A.DeviceSetMemPool(1, cur1), CUDA_SUCCESS);
   EXPECT(A.MemPoolDestroy(pool1), CUDA_SUCCESS);
   EXPECT(A.CtxDestroy(c0), CUDA_SUCCESS);

@@ -335,7 +335,7 @@ table!(Cu, CUDA_HOOKS {
     MemAllocFromPoolAsync = c"cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync as *const c_void,
     MemAllocFromPoolAsyncPtsz = c"cuMemAllocFromPoolAsync_ptsz"
         => cuMemAllocFromPoolAsync_ptsz as *const c_void,
-    MemCreate = c"cuMemCreate" => cuMemCreate as *const c_void,
+    MemCreate = c"cuMemCreate" => vmm::cuMemCreate as *const c_void,
     ArrayCreateV2 = c"cuArrayCreate_v2" => cuArrayCreate_v2 as *const c_void,
     Array3DCreateV2 = c"cuArray3DCreate_v2" => cuArray3DCreate_v2 as *const c_void,
     ArrayCreate = c"cuArrayCreate" => cuArrayCreate as *const c_void,
@@ -345,7 +345,32 @@ table!(Cu, CUDA_HOOKS {
     MemFree = c"cuMemFree" => cuMemFree as *const c_void,
     MemFreeAsync = c"cuMemFreeAsync" => cuMemFreeAsync as *const c_void,
     MemFreeAsyncPtsz = c"cuMemFreeAsync_ptsz" => cuMemFreeAsync_ptsz as *const c_void,
-    MemRelease = c"cuMemRelease" => cuMemRelease as *const c_void,
+    MemRelease = c"cuMemRelease" => vmm::cuMemRelease as *const c_void,
+    MemMap = c"cuMemMap" => vmm::cuMemMap as *const c_void,
+    MemUnmap = c"cuMemUnmap" => vmm::cuMemUnmap as *const c_void,
+    MemRetainAllocationHandle = c"cuMemRetainAllocationHandle"
+        => vmm::cuMemRetainAllocationHandle as *const c_void,
+    MemExportToShareableHandle = c"cuMemExportToShareableHandle"
+        => vmm::cuMemExportToShareableHandle as *const c_void,
+    MemImportFromShareableHandle = c"cuMemImportFromShareableHandle"
+        => vmm::cuMemImportFromShareableHandle as *const c_void,
+    MulticastCreate = c"cuMulticastCreate" => vmm::cuMulticastCreate as *const c_void,
+    MulticastBindMem = c"cuMulticastBindMem" => vmm::cuMulticastBindMem as *const c_void,
+    MulticastBindMemV2 = c"cuMulticastBindMem_v2" => vmm::cuMulticastBindMem_v2 as *const c_void,
+    MulticastBindAddr = c"cuMulticastBindAddr" => vmm::cuMulticastBindAddr as *const c_void,
+    MulticastBindAddrV2 = c"cuMulticastBindAddr_v2"
+        => vmm::cuMulticastBindAddr_v2 as *const c_void,
+    MulticastUnbind = c"cuMulticastUnbind" => vmm::cuMulticastUnbind as *const c_void,
+    GraphInstantiateV2 = c"cuGraphInstantiate_v2" => graphs::cuGraphInstantiate_v2 as *const c_void,
+    GraphInstantiateWithFlags = c"cuGraphInstantiateWithFlags"
+        => graphs::cuGraphInstantiateWithFlags as *const c_void,
+    GraphInstantiateWithParams = c"cuGraphInstantiateWithParams"
+        => graphs::cuGraphInstantiateWithParams as *const c_void,
+    GraphInstantiateWithParamsPtsz = c"cuGraphInstantiateWithParams_ptsz"
+        => graphs::cuGraphInstantiateWithParams_ptsz as *const c_void,
+    GraphExecDestroy = c"cuGraphExecDestroy" => graphs::cuGraphExecDestroy as *const c_void,
+    DeviceGraphMemTrim = c"cuDeviceGraphMemTrim" => graphs::cuDeviceGraphMemTrim as *const c_void,
+    CtxSetLimit = c"cuCtxSetLimit" => cuCtxSetLimit as *const c_void,
     ArrayDestroy = c"cuArrayDestroy" => cuArrayDestroy as *const c_void,
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
@@ -381,10 +406,27 @@ table!(Cu, CUDA_HOOKS {
         => cuDeviceGetDefaultMemPool as *const c_void,
     DeviceGetMemPool = c"cuDeviceGetMemPool" => cuDeviceGetMemPool as *const c_void,
     DeviceSetMemPool = c"cuDeviceSetMemPool" => cuDeviceSetMemPool as *const c_void,
+    MemGetDefaultMemPool = c"cuMemGetDefaultMemPool" => cuMemGetDefaultMemPool as *const c_void,
+    MemGetMemPool = c"cuMemGetMemPool" => cuMemGetMemPool as *const c_void,
+    MemSetMemPool = c"cuMemSetMemPool" => cuMemSetMemPool as *const c_void,
+    MemPoolTrimTo = c"cuMemPoolTrimTo" => pools::cuMemPoolTrimTo as *const c_void,
+    CtxSynchronize = c"cuCtxSynchronize" => pools::cuCtxSynchronize as *const c_void,
+    StreamSynchronize = c"cuStreamSynchronize" => pools::cuStreamSynchronize as *const c_void,
+    StreamSynchronizePtsz = c"cuStreamSynchronize_ptsz"
+        => pools::cuStreamSynchronize_ptsz as *const c_void,
+    EventSynchronize = c"cuEventSynchronize" => pools::cuEventSynchronize as *const c_void,
+    MemPoolGetAttribute = c"cuMemPoolGetAttribute" => NONE,
+    StreamIsCapturing = c"cuStreamIsCapturing" => NONE,
     CtxGetDevice = c"cuCtxGetDevice" => NONE,
     CtxGetCurrent = c"cuCtxGetCurrent" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
+    CtxGetLimit = c"cuCtxGetLimit" => NONE,
+    DeviceGetAttribute = c"cuDeviceGetAttribute" => NONE,
+    GraphGetNodes = c"cuGraphGetNodes" => NONE,
+    GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
+    GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
+    DeviceGetGraphMemAttribute = c"cuDeviceGetGraphMemAttribute" => NONE,
 });
 
 table!(Nv, NVML_HOOKS {
@@ -393,6 +435,24 @@ table!(Nv, NVML_HOOKS {
     GetUuid = c"nvmlDeviceGetUUID" => NONE,
     Init = c"nvmlInit_v2" => NONE,
     GetHandleByUuid = c"nvmlDeviceGetHandleByUUID" => NONE,
+    ComputeProcesses = c"nvmlDeviceGetComputeRunningProcesses"
+        => processes::nvmlDeviceGetComputeRunningProcesses as *const c_void,
+    ComputeProcessesV2 = c"nvmlDeviceGetComputeRunningProcesses_v2"
+        => processes::nvmlDeviceGetComputeRunningProcesses_v2 as *const c_void,
+    ComputeProcessesV3 = c"nvmlDeviceGetComputeRunningProcesses_v3"
+        => processes::nvmlDeviceGetComputeRunningProcesses_v3 as *const c_void,
+    GraphicsProcesses = c"nvmlDeviceGetGraphicsRunningProcesses"
+        => processes::nvmlDeviceGetGraphicsRunningProcesses as *const c_void,
+    GraphicsProcessesV2 = c"nvmlDeviceGetGraphicsRunningProcesses_v2"
+        => processes::nvmlDeviceGetGraphicsRunningProcesses_v2 as *const c_void,
+    GraphicsProcessesV3 = c"nvmlDeviceGetGraphicsRunningProcesses_v3"
+        => processes::nvmlDeviceGetGraphicsRunningProcesses_v3 as *const c_void,
+    MpsProcesses = c"nvmlDeviceGetMPSComputeRunningProcesses"
+        => processes::nvmlDeviceGetMPSComputeRunningProcesses as *const c_void,
+    MpsProcessesV2 = c"nvmlDeviceGetMPSComputeRunningProcesses_v2"
+        => processes::nvmlDeviceGetMPSComputeRunningProcesses_v2 as *const c_void,
+    MpsProcessesV3 = c"nvmlDeviceGetMPSComputeRunningProcesses_v3"
+        => processes::nvmlDeviceGetMPSComputeRunningProcesses_v3 as *const c_void,
 });
 
 static CUDA: Lib = Lib {
@@ -489,6 +549,9 @@ static FORK_HANDLERS: Once = Once::new();
 extern "C" fn before_fork() {
     context::lock_all_for_fork();
     memory::lock_all_for_fork();
+    crate::vmm::BOOKS.lock_for_fork();
+    crate::graphs::BOOKS.lock_for_fork();
+    crate::ctxlimits::BASELINES.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -499,6 +562,9 @@ extern "C" fn after_fork_parent() {
         unsafe { s.force_unlock() };
     }
     unsafe { pools.force_unlock() };
+    unsafe { crate::vmm::BOOKS.mutex().force_unlock() };
+    unsafe { crate::graphs::BOOKS.mutex().force_unlock() };
+    unsafe { crate::ctxlimits::BASELINES.mutex().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -509,6 +575,9 @@ extern "C" fn after_fork_parent() {
 extern "C" fn after_fork_child() {
     after_fork_parent();
     memory::forget_after_fork();
+    crate::vmm::BOOKS.forget();
+    crate::graphs::BOOKS.forget();
+    crate::ctxlimits::BASELINES.forget();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -618,8 +687,14 @@ macro_rules! real_or_return {
     };
 }
 
-// Launches (`launch.rs`): after the macro above.
+// Launches (`launch.rs`), pool releases (`pools.rs`), NVML's process lists
+// inside a worker (`processes.rs`), virtual memory management (`vmm.rs`) and
+// graph memory (`graphs.rs`): after the macro above.
+mod graphs;
 mod launch;
+mod pools;
+mod processes;
+mod vmm;
 
 // ---- cuGetProcAddress --------------------------------------------------------------
 
@@ -723,13 +798,15 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_uint, bytesize: c_uint) -> CuRe
 }
 pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, Target::Context, flags: c_uint);
 // Stream-ordered: from the current pool of the stream's device.
-pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, Target::Current, stream: CUstream);
-pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, Target::Current, stream: CUstream);
+pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync,
+               Target::Pool(pools::current_pool(stream, false), None), stream: CUstream);
+pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz,
+               Target::Pool(pools::current_pool(stream, true), None), stream: CUstream);
 
 /// The allocations from a pool: charged to the pool's device; a pool in
 /// host memory takes no device memory (see `memory.rs`, pools).
 macro_rules! pool_alloc {
-    ($name:ident, $id:expr) => {
+    ($name:ident, $id:expr, $per_thread:expr) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name(
             dptr: *mut CUdeviceptr,
@@ -742,9 +819,11 @@ macro_rules! pool_alloc {
             let real = real_or_return!($id, F);
             let place = boundary(None, || memory::pool_place(pool as u64));
             let target = match place {
-                Some(memory::Place::Device(o)) => Target::Ordinal(o),
+                Some(memory::Place::Device(o)) => {
+                    Target::Pool(pools::source(pool, stream, $per_thread), Some(o))
+                }
                 Some(memory::Place::Host) => return real(dptr, bytesize, pool, stream),
-                None => Target::Current,
+                None => Target::Pool(pools::source(pool, stream, $per_thread), None),
             };
             if dptr.is_null() {
                 return real(dptr, bytesize, pool, stream);
@@ -761,8 +840,12 @@ macro_rules! pool_alloc {
     };
 }
 
-pool_alloc!(cuMemAllocFromPoolAsync, Cu::MemAllocFromPoolAsync);
-pool_alloc!(cuMemAllocFromPoolAsync_ptsz, Cu::MemAllocFromPoolAsyncPtsz);
+pool_alloc!(cuMemAllocFromPoolAsync, Cu::MemAllocFromPoolAsync, false);
+pool_alloc!(
+    cuMemAllocFromPoolAsync_ptsz,
+    Cu::MemAllocFromPoolAsyncPtsz,
+    true
+);
 
 /// A pitched allocation of `height` rows of `width` bytes by the driver's
 /// `call`, after which `got` reads (address, pitch): charged first at the
@@ -815,38 +898,6 @@ macro_rules! pitch_alloc {
 pitch_alloc!(cuMemAllocPitch_v2, Cu::MemAllocPitchV2, CUdeviceptr, usize);
 pitch_alloc!(cuMemAllocPitch, Cu::MemAllocPitch, c_uint, c_uint);
 
-#[no_mangle]
-pub unsafe extern "C" fn cuMemCreate(
-    handle: *mut CUmemGenericAllocationHandle,
-    size: usize,
-    prop: *const MemAllocationProp,
-    flags: u64,
-) -> CuResult {
-    type F = unsafe extern "C" fn(
-        *mut CUmemGenericAllocationHandle,
-        usize,
-        *const MemAllocationProp,
-        u64,
-    ) -> CuResult;
-    let real = real_or_return!(Cu::MemCreate, F);
-    if handle.is_null() || prop.is_null() {
-        return real(handle, size, prop, flags);
-    }
-    let target = match &(*prop).location {
-        l if l.kind == CU_MEM_LOCATION_TYPE_DEVICE => Target::Ordinal(l.id),
-        _ => Target::Current,
-    };
-    allocate_into(
-        target,
-        Kind::Handle,
-        size as u64,
-        handle,
-        |h| h,
-        || real(handle, size, prop, flags),
-    )
-}
-
-/// The bytes an array descriptor asks for.
 trait ArrayShape {
     fn bytes(&self) -> u64;
 }
@@ -957,7 +1008,6 @@ release!(cuMemFree, Cu::MemFree, Kind::Pointer, dptr: c_uint);
 release!(cuMemFreeAsync, Cu::MemFreeAsync, Kind::Pointer, dptr: CUdeviceptr, stream: CUstream);
 release!(cuMemFreeAsync_ptsz, Cu::MemFreeAsyncPtsz, Kind::Pointer, dptr: CUdeviceptr,
          stream: CUstream);
-release!(cuMemRelease, Cu::MemRelease, Kind::Handle, handle: CUmemGenericAllocationHandle);
 release!(cuArrayDestroy, Cu::ArrayDestroy, Kind::Array, hArray: CUarray);
 release!(cuMipmappedArrayDestroy, Cu::MipmappedArrayDestroy, Kind::Mipmapped,
          hMipmappedArray: CUmipmappedArray);
@@ -1110,6 +1160,41 @@ primary_end!(cuDevicePrimaryCtxReset_v2, Cu::PrimaryCtxResetV2, true);
 primary_end!(cuDevicePrimaryCtxRelease, Cu::PrimaryCtxRelease, false);
 primary_end!(cuDevicePrimaryCtxReset, Cu::PrimaryCtxReset, true);
 
+// ---- context limits ---------------------------------------------------------------------
+
+/// `CUdevice_attribute` (cuda.h): MULTIPROCESSOR_COUNT, MAX_THREADS_PER_MULTIPROCESSOR.
+const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
+const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: c_int = 39;
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
+    type F = unsafe extern "C" fn(c_int, usize) -> CuResult;
+    type Get = unsafe extern "C" fn(*mut usize, c_int) -> CuResult;
+    type Attr = unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CuResult;
+    let real = real_or_return!(Cu::CtxSetLimit, F);
+    let current = || {
+        let get = CUDA.real::<Get>(Cu::CtxGetLimit as usize)?;
+        let mut v = 0usize;
+        (get(&mut v, limit) == CUDA_SUCCESS).then_some(v as u64)
+    };
+    let threads = |dev: CUdevice| {
+        let attr = CUDA.real::<Attr>(Cu::DeviceGetAttribute as usize)?;
+        let (mut sms, mut per_sm) = (0, 0);
+        let ok = attr(&mut sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS
+            && attr(
+                &mut per_sm,
+                CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                dev,
+            ) == CUDA_SUCCESS;
+        ok.then(|| sms.max(0) as u64 * per_sm.max(0) as u64)
+    };
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        crate::ctxlimits::set(&Cuda, limit, value as u64, current, threads, || {
+            real(limit, value)
+        })
+    })
+}
+
 // ---- memory pools: where each allocates -------------------------------------------------
 
 /// Where `location` puts memory, if it says.
@@ -1181,6 +1266,50 @@ pub unsafe extern "C" fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -
         boundary((), || {
             memory::pool_at(pool as u64, memory::Place::Device(dev))
         });
+    }
+    r
+}
+
+/// CUDA 13's `cuMemGetDefaultMemPool` and `cuMemGetMemPool`: a pool of the
+/// location named (a device's, whatever the current context; host memory
+/// costs no device's).
+macro_rules! location_pool {
+    ($name:ident, $id:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            pool: *mut CUmemoryPool,
+            location: *mut MemLocation,
+            kind: c_uint,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut CUmemoryPool, *mut MemLocation, c_uint) -> CuResult;
+            let real = real_or_return!($id, F);
+            let r = real(pool, location, kind);
+            if r == CUDA_SUCCESS && !pool.is_null() && !location.is_null() {
+                if let Some(place) = place_of(&*location) {
+                    boundary((), || memory::pool_at(*pool as u64, place));
+                }
+            }
+            r
+        }
+    };
+}
+
+location_pool!(cuMemGetDefaultMemPool, Cu::MemGetDefaultMemPool);
+location_pool!(cuMemGetMemPool, Cu::MemGetMemPool);
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemSetMemPool(
+    location: *mut MemLocation,
+    kind: c_uint,
+    pool: CUmemoryPool,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut MemLocation, c_uint, CUmemoryPool) -> CuResult;
+    let real = real_or_return!(Cu::MemSetMemPool, F);
+    let r = real(location, kind, pool);
+    if r == CUDA_SUCCESS && !location.is_null() {
+        if let Some(place) = place_of(&*location) {
+            boundary((), || memory::pool_at(pool as u64, place));
+        }
     }
     r
 }

@@ -5,8 +5,15 @@
 //!   interposed `dlsym`, `cuGetProcAddress[_v2]` and the real functions.
 //! - `memory`: charging allocations before the driver runs, giving frees
 //!   back exactly, the virtualized `cuMemGetInfo`/NVML view.
+//! - `vmm`: how long `cuMemCreate`'s memory stays charged (handle
+//!   references, mappings, multicast bindings).
+//! - `graphs`: graph memory, charged when a graph with allocation nodes is
+//!   instantiated.
+//! - `ctxlimits`: what a context's raised stack, printf FIFO and heap limits
+//!   take (`cuCtxSetLimit`).
 //! - `context`: the memory the driver reserves for a context, charged
 //!   from its creation to its destruction.
+//! - `forksafe`: books behind one mutex, held across `fork()`.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
 //! - `refresh`: one thread per limited process, keeping each launch's
@@ -20,9 +27,13 @@
 //! line); the only library it loads itself is NVML (contexts' memory).
 
 mod context;
+mod ctxlimits;
 mod devices;
 mod ffi;
+mod forksafe;
+mod graphs;
 mod launch;
 mod limits;
 mod memory;
 mod refresh;
+mod vmm;

@@ -1,11 +1,12 @@
 //! The hook's one door to the limiter's shared state (`accel_common::shm`).
 //!
-//! Everything the hook asks the limiter goes through the four functions
-//! here, so a change of the limiter's API touches this module only:
+//! Everything the hook asks the limiter goes through the functions here,
+//! so a change of the limiter's API touches this module only:
 //! - [`device`]: a device UUID ("GPU-…") to the limiter's device slot;
 //! - [`charge`] / [`give_back`]: record an allocation (checked against the
 //!   worker's limit) or a free of this process on a device slot;
-//! - [`view`]: the worker's recorded usage and limit on a device.
+//! - [`view`]: the worker's recorded usage and limit on a device;
+//! - [`processes_on`]: the worker's processes and their usage on a device.
 //!
 //! The process's worker is `ACCELERATOR_WORKER_ID`, read once. Without it
 //! the hook is inert: every call goes straight to the driver.
@@ -191,6 +192,16 @@ pub fn view(slot: usize, uuid: &str) -> Option<(u64, u64)> {
         None => shm::worker_usage(worker()?, uuid).ok()?,
     };
     Some((used, limit?))
+}
+
+/// This worker's processes of this pid namespace that have used device
+/// slot `slot`, with the bytes charged to each (the hook's NVML process
+/// lists); `None` when the state is unusable or not mapped yet.
+pub fn processes_on(slot: usize) -> Option<Vec<(i32, u64)>> {
+    if !usable() {
+        return None;
+    }
+    shm::own_processes_on(slot)
 }
 
 // ---- compute (launch.rs, refresh.rs) ----------------------------------------------

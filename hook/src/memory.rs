@@ -22,7 +22,8 @@
 //! context they were made in, and [`free_context`] gives them back then.
 //! Stream-ordered allocations come from a memory pool, which belongs to a
 //! device, not to a context; `cuMemCreate`'s physical memory names its
-//! device too: neither is tied to a context.
+//! device too: neither is tied to a context. How long `cuMemCreate`'s
+//! memory stays charged (handles, mappings, bindings) is `vmm`'s.
 //!
 //! Pools: `cuMemAllocFromPoolAsync` takes its bytes from the pool's
 //! device, whatever the current one is. No driver call says where a pool
@@ -31,12 +32,26 @@
 //! properties, `cuDeviceGetDefaultMemPool`/`cuDeviceGetMemPool`/
 //! `cuDeviceSetMemPool`'s device). A pool it never saw (imported from
 //! another process) is charged to the current device.
+//!
+//! A pool keeps what is freed into it (reserved by the driver, not in use)
+//! until it releases it: a synchronization releases what lies above its
+//! release threshold (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`, default 0),
+//! `cuMemPoolTrimTo` down to what it is told to keep, `cuMemPoolDestroy`
+//! all of it. So a free of a pool's allocation gives nothing back: its bytes
+//! stay charged as the pool's kept bytes ([`free`]); the pool's next
+//! allocations are served from them first, charging only the rest
+//! ([`Target::Pool`]); and after each of those calls the hook asks the
+//! driver how much the pool still holds unused (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`
+//! less `_USED_MEM_CURRENT`) and gives back what its kept bytes exceed
+//! ([`settle_pools`], [`settle_pool`]; no answer: all of them). Between two
+//! such calls a real pool's fragments may hold more than the hook keeps.
 
 use crate::devices::{self, Device};
 use crate::limits::{self, Verdict};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering::*};
 
 pub type CuResult = i32;
 pub const CUDA_SUCCESS: CuResult = 0;
@@ -57,8 +72,6 @@ pub trait Driver {
 pub enum Kind {
     /// A device pointer (`CUdeviceptr`).
     Pointer,
-    /// A `CUmemGenericAllocationHandle` (cuMemCreate).
-    Handle,
     /// A `CUarray`.
     Array,
     /// A `CUmipmappedArray`.
@@ -67,6 +80,8 @@ pub enum Kind {
     Context,
     /// A device's primary context, by ordinal (`context.rs`).
     Primary,
+    /// What a context's raised limit takes (`ctxlimits.rs`).
+    Limit,
 }
 
 /// What one allocation took.
@@ -76,6 +91,8 @@ pub struct Record {
     bytes: u64,
     /// The context the driver frees it with (0: none).
     ctx: u64,
+    /// The memory pool it came from, which keeps it when freed (0: none).
+    pool: u64,
 }
 
 /// Addresses are aligned: mix the bits above the alignment.
@@ -165,8 +182,12 @@ pub enum Target {
     Context,
     /// On the current context's device, outliving the context (a pool's).
     Current,
-    /// On a device the call names (cuMemCreate, a pool's device).
+    /// On a device the call names (cuMemCreate).
     Ordinal(i32),
+    /// From memory pool `.0` (0: one the hook cannot name) on device `.1`
+    /// (None: the current one), outliving the context; served first from
+    /// what the pool keeps.
+    Pool(u64, Option<i32>),
 }
 
 /// The result of the driver's part of an allocation.
@@ -187,60 +208,113 @@ pub fn allocate(
     bytes: u64,
     call: impl FnOnce() -> Allocated,
 ) -> CuResult {
+    let pool = match target {
+        Target::Pool(p, _) => p,
+        _ => 0,
+    };
+    allocate_with(drv, target, bytes, call, |key, device, bytes, ctx| {
+        remember_from(kind, key, device.slot, bytes, ctx, pool)
+    })
+}
+
+/// [`allocate`], the success recorded by `record(key, device, bytes,
+/// context)` (memory whose lifetime is not one free's: `vmm`).
+#[inline]
+pub fn allocate_with(
+    drv: &impl Driver,
+    target: Target,
+    bytes: u64,
+    call: impl FnOnce() -> Allocated,
+    record: impl FnOnce(u64, Device, u64, u64),
+) -> CuResult {
     if !limits::active() || limits::passes_through() {
         return call().result;
     }
-    let (ordinal, ctx) = match target {
-        Target::Context => (drv.current_device(), drv.current_context()),
-        Target::Current => (drv.current_device(), 0),
-        Target::Ordinal(o) => (Some(o), 0),
+    let (ordinal, ctx, pool) = match target {
+        Target::Context => (drv.current_device(), drv.current_context(), 0),
+        Target::Current => (drv.current_device(), 0, 0),
+        Target::Ordinal(o) => (Some(o), 0, 0),
+        Target::Pool(p, o) => (o.or_else(|| drv.current_device()), 0, p),
     };
     let device = match ordinal {
         Some(o) => devices::resolve(o, |o| drv.uuid(o)),
         // No current context: the driver will say so.
         None => Ok(None),
     };
-    let (device, charged) = match charge_on(device, bytes) {
-        Step::Refused => return CUDA_ERROR_OUT_OF_MEMORY,
-        Step::Through => return call().result,
+    // What the pool keeps is charged already: only the rest is.
+    let (slot, covered) = match &device {
+        Ok(Some(d)) => (d.slot, take_kept(pool, d.slot, bytes)),
+        _ => (0, 0),
+    };
+    let (device, charged) = match charge_on(device, bytes - covered) {
         Step::Charged(d, b) => (d, b),
+        refused_or_through => {
+            keep(pool, slot, covered);
+            if matches!(refused_or_through, Step::Refused) {
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            return call().result;
+        }
     };
     let done = call();
-    match done.key {
-        Some((key, actual)) if done.result == CUDA_SUCCESS => {
-            let mut bytes = charged;
-            if let Some(actual) = actual {
-                if actual < charged {
-                    limits::give_back(device.slot, charged - actual);
-                    bytes = actual;
-                } else if actual > charged
-                    && limits::charge(device.slot, actual - charged) == Verdict::Charged
-                {
-                    bytes = actual;
-                }
-            }
-            remember(kind, key, device.slot, bytes, ctx);
+    let Some((key, actual)) = done.key.filter(|_| done.result == CUDA_SUCCESS) else {
+        keep(pool, slot, covered);
+        limits::give_back(device.slot, charged);
+        return done.result;
+    };
+    let mut bytes = charged + covered;
+    if let Some(actual) = actual {
+        if actual < bytes {
+            limits::give_back(device.slot, bytes - actual);
+            bytes = actual;
+        } else if actual > bytes && limits::charge(device.slot, actual - bytes) == Verdict::Charged
+        {
+            bytes = actual;
         }
-        _ => limits::give_back(device.slot, charged),
     }
+    record(key, device, bytes, ctx);
     done.result
 }
 
 /// Record that `key` took `bytes` (charged) on device slot `slot`, in
 /// context `ctx` (0: none).
 pub fn remember(kind: Kind, key: u64, slot: usize, bytes: u64, ctx: u64) {
+    remember_from(kind, key, slot, bytes, ctx, 0);
+}
+
+/// [`remember`] an allocation of memory pool `pool` (0: none).
+fn remember_from(kind: Kind, key: u64, slot: usize, bytes: u64, ctx: u64, pool: u64) {
     // An address handed out again whose earlier allocation was freed by a
     // way the hook does not see (a context destroyed with its memory, a
     // legacy entry point): that one's charge ends here.
-    if let Some(old) = shard(key)
-        .lock()
-        .insert((kind, key), Record { slot, bytes, ctx })
-    {
+    if let Some(old) = shard(key).lock().insert(
+        (kind, key),
+        Record {
+            slot,
+            bytes,
+            ctx,
+            pool,
+        },
+    ) {
         limits::give_back(old.slot, old.bytes);
     }
 }
 
-/// Run the driver's free of `key` and give back what its allocation took.
+/// The record of `key` taken out of the books, its charge still held (put
+/// it back with [`remember`], or give its bytes back).
+pub fn take(kind: Kind, key: u64) -> Option<Record> {
+    shard(key).lock().remove(&(kind, key))
+}
+
+impl Record {
+    /// What the allocation took.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Run the driver's free of `key` and give back what its allocation took
+/// (a pool's: its pool keeps it, still charged).
 #[inline]
 pub fn free(kind: Kind, key: u64, call: impl FnOnce() -> CuResult) -> CuResult {
     if !limits::active() {
@@ -250,7 +324,9 @@ pub fn free(kind: Kind, key: u64, call: impl FnOnce() -> CuResult) -> CuResult {
     let result = call();
     if let Some(r) = taken {
         if result == CUDA_SUCCESS {
-            limits::give_back(r.slot, r.bytes);
+            if !keep(r.pool, r.slot, r.bytes) {
+                limits::give_back(r.slot, r.bytes);
+            }
         } else {
             shard(key).lock().insert((kind, key), r);
         }
@@ -325,24 +401,112 @@ pub enum Place {
     Host,
 }
 
-type Pools = Mutex<HashMap<u64, Place, BuildHasherDefault<AddrHasher>>>;
+/// A memory pool the hook has met: where it allocates, and the bytes
+/// freed into it that it keeps, charged to device slot `slot`.
+#[derive(Debug, Clone, Copy)]
+pub struct Pool {
+    place: Place,
+    slot: usize,
+    kept: u64,
+}
+
+type Pools = Mutex<HashMap<u64, Pool, BuildHasherDefault<AddrHasher>>>;
 static POOLS: Pools = Mutex::new(HashMap::with_hasher(BuildHasherDefault::new()));
+/// Some pool keeps bytes: a synchronization asks the driver about them.
+static KEEPING: AtomicBool = AtomicBool::new(false);
 
 /// Pool `pool` (a `CUmemoryPool`) allocates at `place`.
 pub fn pool_at(pool: u64, place: Place) {
     if pool != 0 {
-        POOLS.lock().insert(pool, place);
+        POOLS
+            .lock()
+            .entry(pool)
+            .and_modify(|p| p.place = place)
+            .or_insert(Pool {
+                place,
+                slot: 0,
+                kept: 0,
+            });
     }
 }
 
-/// Pool `pool` was destroyed (its address may name another pool later).
+/// Pool `pool` was destroyed (its address may name another pool later):
+/// what it kept is released.
 pub fn pool_gone(pool: u64) {
-    POOLS.lock().remove(&pool);
+    if let Some(p) = POOLS.lock().remove(&pool) {
+        limits::give_back(p.slot, p.kept);
+    }
 }
 
 /// Where pool `pool` allocates, if the hook saw where it came from.
 pub fn pool_place(pool: u64) -> Option<Place> {
-    POOLS.lock().get(&pool).copied()
+    POOLS.lock().get(&pool).map(|p| p.place)
+}
+
+/// Pool `pool` keeps `bytes` more, charged to device slot `slot`; false
+/// when the hook does not know the pool (a destroyed one's allocation
+/// freed: released at once).
+fn keep(pool: u64, slot: usize, bytes: u64) -> bool {
+    if pool == 0 {
+        return false;
+    }
+    match POOLS.lock().get_mut(&pool) {
+        Some(p) if p.kept == 0 || p.slot == slot => {
+            p.slot = slot;
+            p.kept += bytes;
+            KEEPING.store(true, Release);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Up to `bytes` of what pool `pool` keeps on device slot `slot`, taken
+/// for a new allocation of it.
+fn take_kept(pool: u64, slot: usize, bytes: u64) -> u64 {
+    match POOLS.lock().get_mut(&pool) {
+        Some(p) if pool != 0 && p.slot == slot => {
+            let n = p.kept.min(bytes);
+            p.kept -= n;
+            n
+        }
+        _ => 0,
+    }
+}
+
+/// After a synchronization: each pool that keeps bytes settles with what
+/// `idle(pool)` says the driver still holds unused in it.
+pub fn settle_pools(idle: impl Fn(u64) -> Option<u64>) {
+    // A load first: a synchronization with nothing kept writes nothing.
+    if !KEEPING.load(Acquire) || !KEEPING.swap(false, AcqRel) {
+        return;
+    }
+    let keeping: Vec<u64> = POOLS
+        .lock()
+        .iter()
+        .filter(|(_, p)| p.kept > 0)
+        .map(|(k, _)| *k)
+        .collect();
+    for pool in keeping {
+        settle_pool(pool, idle(pool));
+    }
+}
+
+/// Pool `pool` holds `idle` bytes unused (None: the driver cannot say, so
+/// none): what it keeps beyond that is given back.
+pub fn settle_pool(pool: u64, idle: Option<u64>) {
+    let mut pools = POOLS.lock();
+    let Some(p) = pools.get_mut(&pool) else {
+        return;
+    };
+    let keep = p.kept.min(idle.unwrap_or(0));
+    let (slot, back) = (p.slot, p.kept - keep);
+    p.kept = keep;
+    if keep > 0 {
+        KEEPING.store(true, Release);
+    }
+    drop(pools);
+    limits::give_back(slot, back);
 }
 
 /// The worker's partition on a device (its slot and UUID text) as (free,
@@ -428,11 +592,51 @@ mod tests {
             slot: 0,
             bytes: 1,
             ctx,
+            pool: 0,
         }
     }
 
     fn held(key: u64) -> Option<u64> {
         shard(key).lock().get(&(Kind::Pointer, key)).map(|r| r.ctx)
+    }
+
+    fn kept(pool: u64) -> Option<u64> {
+        POOLS.lock().get(&pool).map(|p| p.kept)
+    }
+
+    /// A pool's freed bytes stay kept (on the slot they were charged to)
+    /// until it serves an allocation with them or the driver says it
+    /// released them; a destroyed pool keeps nothing more.
+    #[test]
+    fn pools_keep_freed_bytes_until_released() {
+        let pool = 0x7e57_2000_0000;
+        assert!(
+            !keep(pool, 3, 100),
+            "a pool the hook never met keeps nothing"
+        );
+        pool_at(pool, Place::Device(0));
+        assert!(keep(pool, 3, 100));
+        assert!(
+            !keep(pool, 4, 1),
+            "bytes of another slot are not this pool's"
+        );
+        assert_eq!(take_kept(pool, 4, 10), 0);
+        assert_eq!(take_kept(pool, 3, 60), 60);
+        assert_eq!(take_kept(pool, 3, 60), 40);
+        assert_eq!(kept(pool), Some(0));
+        assert!(keep(pool, 3, 100));
+        settle_pool(pool, Some(130));
+        assert_eq!(kept(pool), Some(100), "never more than it kept");
+        settle_pool(pool, Some(30));
+        assert_eq!(kept(pool), Some(30), "what the driver released goes back");
+        settle_pool(pool, None);
+        assert_eq!(kept(pool), Some(0), "a driver that cannot say released it");
+        assert!(!keep(0, 3, 1));
+        pool_gone(pool);
+        assert!(
+            !keep(pool, 3, 1),
+            "a destroyed pool's frees go back at once"
+        );
     }
 
     /// A context's records leave the map before the driver destroys it: a

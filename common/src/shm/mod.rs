@@ -94,8 +94,8 @@ pub use lifetime::{remove_worker, Removed};
 pub use memory::{check_memory, check_memory_on, own_usage_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
-    limits, processes, set_compute_limit, set_compute_limit_for_caller, set_memory_limit,
-    set_memory_limit_for_caller, LimitEntry, ProcessUsage,
+    limits, own_processes_on, processes, set_compute_limit, set_compute_limit_for_caller,
+    set_memory_limit, set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 pub use steer::{
     charge_of, drop_sampler_lease, mark_measured, set_charge, steer_of, take_sampler_lease,

@@ -276,3 +276,27 @@ fn forged(k: &kept::Kept, pid: i32) {
         );
     }
 }
+
+/// The caller's own worker's live processes of the caller's pid namespace
+/// that hold memory on device slot `d` (from [`device_slot_for`]): (pid,
+/// bytes held there), as the hook's NVML process lists show them inside a
+/// worker.
+/// `None`: this process has not mapped its books yet (no limiter call).
+pub fn own_processes_on(d: usize) -> Option<Vec<(i32, u64)>> {
+    let l = map::published()?;
+    let bit = 1u64.checked_shl(u32::try_from(d).ok()?)?;
+    let ns = owner::pid_ns();
+    let mut out = Vec::new();
+    for p in l.claimed() {
+        let st = p.state.load(Acquire);
+        if st & 3 != PROC_LIVE || p.ns.load(Acquire) != ns || p.devmask.load(Acquire) & bit == 0 {
+            continue;
+        }
+        let pid = word_pid(st);
+        let bytes = low48(p.held.get(d)?.load(Acquire));
+        if bytes > 0 && process::alive(pid, Some(p.start.load(Acquire))) {
+            out.push((pid, bytes));
+        }
+    }
+    Some(out)
+}

@@ -1,0 +1,708 @@
+/* The memory-paths app (issue 35): each driver path that takes device
+ * memory, reached one of five ways, under the hook with a worker limited to
+ * L on device 0. The fake driver's own byte count (fake_cuda_mem) is the
+ * truth: it must never exceed L (contexts reserve nothing here,
+ * FAKE_CUDA_CTX_RESERVE=0), what the driver still holds must stay charged,
+ * and the controls (host memory, address reservations, imports) uncharged.
+ *
+ * Usage: app_paths WAY SCENARIO L
+ *   WAY      dlsym     dlopen + dlsym of each exported versioned name
+ *            ptsz      the same, the per-thread-stream (_ptsz) names where
+ *                      the driver has them
+ *            gpa118    cuGetProcAddress (v1) at CUDA 11.8 (a name newer
+ *                      than 11.8 at its own first version)
+ *            gpa128pt  cuGetProcAddress_v2 at 12.8, per-thread default stream
+ *            gpa130    cuGetProcAddress_v2 at 13.0
+ *   SCENARIO vmm       cuMemCreate's memory lives until its last handle
+ *                      reference, mapping and multicast binding end: release
+ *                      while mapped, an extra retain, an export re-imported,
+ *                      multicast bindings by handle and by address, a
+ *                      host-located allocation and an address reservation
+ *                      (uncharged), an import of another process's memory
+ *                      (charged once, to that process)
+ *            graph     graph memory: a graph's allocation nodes
+ *                      (cuGraphAddMemAllocNode, a captured cuMemAllocAsync)
+ *                      are charged when it is instantiated, stay charged
+ *                      while the driver's graph pool keeps them (launches,
+ *                      frees outside the graph, relaunches, auto-free on
+ *                      launch, the exec destroyed) and are given back by
+ *                      cuDeviceGraphMemTrim
+ *            ctxlimit  cuCtxSetLimit: a raised stack size (per resident
+ *                      thread), printf FIFO and malloc heap are charged
+ *                      before the driver takes them, lowering gives back,
+ *                      the context's end gives all back
+ *            pools13   CUDA 13's location-based pool calls: device 0's pool,
+ *                      got by its location while device 1 is current, is
+ *                      charged to device 0 */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test_util.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr, CUmemGenericAllocationHandle;
+typedef void *CUcontext, *CUstream, *CUgraph, *CUgraphExec, *CUgraphNode;
+typedef struct { unsigned type; int id; } CUmemLocation;
+typedef struct { /* cuda.h */
+  unsigned type, requestedHandleTypes;
+  CUmemLocation location;
+  void *win32HandleMetaData;
+  unsigned char allocFlags[8];
+} CUmemAllocationProp;
+typedef struct { CUmemLocation location; unsigned flags; } CUmemAccessDesc;
+typedef struct {
+  unsigned numDevices;
+  size_t size;
+  unsigned long long handleTypes, flags;
+} CUmulticastObjectProp;
+typedef struct { /* cuda.h, CUDA 12 */
+  unsigned allocType, handleTypes;
+  CUmemLocation location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+typedef struct { /* cuda.h */
+  CUmemPoolProps poolProps;
+  const CUmemAccessDesc *accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct { /* cuda.h */
+  unsigned long long flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  int result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+
+enum { /* cuda.h */
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  CU_MEM_LOCATION_TYPE_HOST = 2,
+  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1,
+  CU_MEM_HANDLE_TYPE_FABRIC = 8,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+  CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2,
+  CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH = 1,
+  CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+};
+
+#define MIB (1024ull * 1024ull)
+
+static struct {
+  CUresult (*Init)(unsigned);
+  CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*MemGetInfo)(size_t *, size_t *);
+  CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
+  CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                        unsigned long long);
+  CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+  CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*MemAddressFree)(CUdeviceptr, size_t);
+  CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                     unsigned long long);
+  CUresult (*MemUnmap)(CUdeviceptr, size_t);
+  CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+  CUresult (*MemRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
+  CUresult (*MemGetAllocationPropertiesFromHandle)(CUmemAllocationProp *,
+                                                   CUmemGenericAllocationHandle);
+  CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, int,
+                                         unsigned long long);
+  CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, int);
+  CUresult (*MulticastCreate)(CUmemGenericAllocationHandle *, const CUmulticastObjectProp *);
+  CUresult (*MulticastAddDevice)(CUmemGenericAllocationHandle, CUdevice);
+  CUresult (*MulticastBindMem)(CUmemGenericAllocationHandle, size_t, CUmemGenericAllocationHandle,
+                               size_t, size_t, unsigned long long);
+  CUresult (*MulticastBindAddr)(CUmemGenericAllocationHandle, size_t, CUdeviceptr, size_t,
+                                unsigned long long);
+  CUresult (*MulticastUnbind)(CUmemGenericAllocationHandle, CUdevice, size_t, size_t);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxSetLimit)(int, size_t);
+  CUresult (*CtxGetLimit)(size_t *, int);
+  CUresult (*PrimaryCtxReset)(CUdevice);
+  CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*MemGetDefaultMemPool)(void **, CUmemLocation *, int);
+  CUresult (*MemGetMemPool)(void **, CUmemLocation *, int);
+  CUresult (*MemSetMemPool)(CUmemLocation *, int, void *);
+  CUresult (*MemAllocFromPoolAsync)(CUdeviceptr *, size_t, void *, CUstream);
+  CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*CtxSynchronize)(void);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*GraphCreate)(CUgraph *, unsigned);
+  CUresult (*GraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                   CUDA_MEM_ALLOC_NODE_PARAMS *);
+  CUresult (*GraphAddMemFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                  CUdeviceptr);
+  CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphInstantiateWithParams)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
+  CUresult (*GraphUpload)(CUgraphExec, CUstream);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
+  CUresult (*GraphDestroy)(CUgraph);
+  CUresult (*DeviceGraphMemTrim)(CUdevice);
+  int (*fake_mem)(int, unsigned long long *, unsigned long long *);
+  unsigned long long (*fake_calls)(const char *);
+} A;
+
+/* ---- the five ways ---- */
+static void *lib;
+static const char *way;
+typedef CUresult (*gpa1_t)(const char *, void **, int, unsigned long long);
+typedef CUresult (*gpa2_t)(const char *, void **, int, unsigned long long, int *);
+
+/* `base` at `since` (its first CUDA version); `exported` is the versioned
+ * name dlsym finds, `ptsz` its per-thread-stream name (NULL: none). */
+static void *get(const char *base, int since, const char *exported, const char *ptsz) {
+  void *p = NULL;
+  int st = -1;
+  CUresult r = CUDA_SUCCESS;
+  if (strcmp(way, "dlsym") == 0) {
+    p = dlsym(lib, exported);
+  } else if (strcmp(way, "ptsz") == 0) {
+    p = dlsym(lib, ptsz ? ptsz : exported);
+  } else if (strcmp(way, "gpa118") == 0) {
+    gpa1_t gpa = (gpa1_t)dlsym(lib, "cuGetProcAddress");
+    r = gpa ? gpa(base, &p, since > 11080 ? since : 11080, 0) : -1;
+  } else {
+    gpa2_t gpa = (gpa2_t)dlsym(lib, "cuGetProcAddress_v2");
+    int v = strcmp(way, "gpa130") == 0 ? 13000 : 12080;
+    unsigned long long flags =
+        strcmp(way, "gpa128pt") == 0 ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+    r = gpa ? gpa(base, &p, since > v ? since : v, flags, &st) : -1;
+  }
+  if (r != CUDA_SUCCESS || !p) {
+    fprintf(stderr, "%s: %s not found (%d)\n", way, base, r);
+    exit(2);
+  }
+  return p;
+}
+
+static void resolve(void) {
+  A.Init = get("cuInit", 2000, "cuInit", NULL);
+  /* (cuCtxCreate's signature changes with the version asked: _v3, _v4.) */
+  A.PrimaryCtxRetain = get("cuDevicePrimaryCtxRetain", 7000, "cuDevicePrimaryCtxRetain", NULL);
+  A.MemGetInfo = get("cuMemGetInfo", 3020, "cuMemGetInfo_v2", NULL);
+  A.MemGetAllocationGranularity =
+      get("cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", NULL);
+  A.MemCreate = get("cuMemCreate", 10020, "cuMemCreate", NULL);
+  A.MemRelease = get("cuMemRelease", 10020, "cuMemRelease", NULL);
+  A.MemAddressReserve = get("cuMemAddressReserve", 10020, "cuMemAddressReserve", NULL);
+  A.MemAddressFree = get("cuMemAddressFree", 10020, "cuMemAddressFree", NULL);
+  A.MemMap = get("cuMemMap", 10020, "cuMemMap", NULL);
+  A.MemUnmap = get("cuMemUnmap", 10020, "cuMemUnmap", NULL);
+  A.MemSetAccess = get("cuMemSetAccess", 10020, "cuMemSetAccess", NULL);
+  A.MemRetainAllocationHandle =
+      get("cuMemRetainAllocationHandle", 11000, "cuMemRetainAllocationHandle", NULL);
+  A.MemGetAllocationPropertiesFromHandle = get("cuMemGetAllocationPropertiesFromHandle", 10020,
+                                               "cuMemGetAllocationPropertiesFromHandle", NULL);
+  A.MemExportToShareableHandle =
+      get("cuMemExportToShareableHandle", 10020, "cuMemExportToShareableHandle", NULL);
+  A.MemImportFromShareableHandle =
+      get("cuMemImportFromShareableHandle", 10020, "cuMemImportFromShareableHandle", NULL);
+  A.MulticastCreate = get("cuMulticastCreate", 12010, "cuMulticastCreate", NULL);
+  A.MulticastAddDevice = get("cuMulticastAddDevice", 12010, "cuMulticastAddDevice", NULL);
+  A.MulticastBindMem = get("cuMulticastBindMem", 12010, "cuMulticastBindMem", NULL);
+  A.MulticastBindAddr = get("cuMulticastBindAddr", 12010, "cuMulticastBindAddr", NULL);
+  A.MulticastUnbind = get("cuMulticastUnbind", 12010, "cuMulticastUnbind", NULL);
+  A.CtxSetCurrent = get("cuCtxSetCurrent", 4000, "cuCtxSetCurrent", NULL);
+  A.CtxSetLimit = get("cuCtxSetLimit", 3010, "cuCtxSetLimit", NULL);
+  A.CtxGetLimit = get("cuCtxGetLimit", 3010, "cuCtxGetLimit", NULL);
+  A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2", NULL);
+  A.DeviceGetAttribute = get("cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", NULL);
+  A.MemGetDefaultMemPool = get("cuMemGetDefaultMemPool", 13000, "cuMemGetDefaultMemPool", NULL);
+  A.MemGetMemPool = get("cuMemGetMemPool", 13000, "cuMemGetMemPool", NULL);
+  A.MemSetMemPool = get("cuMemSetMemPool", 13000, "cuMemSetMemPool", NULL);
+  A.MemAllocFromPoolAsync = get("cuMemAllocFromPoolAsync", 11020, "cuMemAllocFromPoolAsync",
+                                "cuMemAllocFromPoolAsync_ptsz");
+  A.MemAlloc = get("cuMemAlloc", 3020, "cuMemAlloc_v2", NULL);
+  A.MemFree = get("cuMemFree", 3020, "cuMemFree_v2", NULL);
+  A.MemAllocAsync = get("cuMemAllocAsync", 11020, "cuMemAllocAsync", "cuMemAllocAsync_ptsz");
+  A.MemFreeAsync = get("cuMemFreeAsync", 11020, "cuMemFreeAsync", "cuMemFreeAsync_ptsz");
+  A.CtxSynchronize = get("cuCtxSynchronize", 2000, "cuCtxSynchronize", NULL);
+  A.StreamCreate = get("cuStreamCreate", 2000, "cuStreamCreate", NULL);
+  A.StreamBeginCapture = get("cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", NULL);
+  A.StreamEndCapture = get("cuStreamEndCapture", 10000, "cuStreamEndCapture", NULL);
+  A.GraphCreate = get("cuGraphCreate", 10000, "cuGraphCreate", NULL);
+  A.GraphAddMemAllocNode = get("cuGraphAddMemAllocNode", 11040, "cuGraphAddMemAllocNode", NULL);
+  A.GraphAddMemFreeNode = get("cuGraphAddMemFreeNode", 11040, "cuGraphAddMemFreeNode", NULL);
+  A.GraphInstantiateWithFlags =
+      get("cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", NULL);
+  A.GraphInstantiateWithParams = get("cuGraphInstantiateWithParams", 12000,
+                                     "cuGraphInstantiateWithParams",
+                                     "cuGraphInstantiateWithParams_ptsz");
+  A.GraphUpload = get("cuGraphUpload", 11010, "cuGraphUpload", NULL);
+  A.GraphLaunch = get("cuGraphLaunch", 10000, "cuGraphLaunch", "cuGraphLaunch_ptsz");
+  A.GraphExecDestroy = get("cuGraphExecDestroy", 10000, "cuGraphExecDestroy", NULL);
+  A.GraphDestroy = get("cuGraphDestroy", 10000, "cuGraphDestroy", NULL);
+  A.DeviceGraphMemTrim = get("cuDeviceGraphMemTrim", 11040, "cuDeviceGraphMemTrim", NULL);
+  A.fake_mem = dlsym(lib, "fake_cuda_mem");
+  A.fake_calls = dlsym(lib, "fake_cuda_calls");
+  if (!A.fake_mem || !A.fake_calls) {
+    fprintf(stderr, "not the fake driver\n");
+    exit(2);
+  }
+}
+
+/* ---- docs/hook.md's table of memory paths ----
+ * One row per path, written (to $APP_PATHS_TABLE, tab-separated) only when
+ * every check of this run has passed so far: test_paths assembles the table
+ * from the rows each way produced. */
+static void row(const char *path, const char *charged, const char *back, const char *approx) {
+  const char *file = getenv("APP_PATHS_TABLE");
+  FILE *f = file && atomic_load(&test_failed) == 0 ? fopen(file, "a") : NULL;
+  if (f) {
+    fprintf(f, "%s\t%s\t%s\t%s\n", path, charged, back, approx);
+    fclose(f);
+  }
+}
+
+/* ---- the books ---- */
+static unsigned long long L, base_used;
+
+static unsigned long long driver_allocs(void) {
+  unsigned long long used, n;
+  A.fake_mem(0, &used, &n);
+  return n;
+}
+/* What the driver holds on device 0 beyond what it held at the start. */
+static unsigned long long held(void) {
+  unsigned long long used, n;
+  A.fake_mem(0, &used, &n);
+  return used - base_used;
+}
+/* What the worker's partition shows as used. */
+static unsigned long long charged(void) {
+  size_t f = 0, t = 0;
+  CUresult r = A.MemGetInfo(&f, &t);
+  CHECK(r == CUDA_SUCCESS && t == L, "cuMemGetInfo: %d, total %zu (limit %llu)", r, t, L);
+  return L - f;
+}
+/* The driver holds `bytes`, all of them charged, never above the limit. */
+#define HOLDS(bytes, what)                                                     \
+  do {                                                                         \
+    unsigned long long h_ = held(), c_ = charged();                            \
+    CHECK(h_ == (bytes) && c_ == (bytes) && h_ <= L,                           \
+          "%s %s: the driver holds %llu, charged %llu, expected %llu", way,    \
+          what, h_, c_, (unsigned long long)(bytes));                          \
+  } while (0)
+/* OUT_OF_MEMORY, the driver never asked. */
+#define REFUSED(call)                                                          \
+  do {                                                                         \
+    unsigned long long before_ = driver_allocs();                              \
+    EXPECT(call, CUDA_ERROR_OUT_OF_MEMORY);                                    \
+    CHECK(driver_allocs() == before_, "%s: %s reached the driver", way, #call);\
+  } while (0)
+
+/* The driver holds `h` and the worker is charged `c` (the charge may run
+ * ahead of the driver, never behind it), neither above the limit. */
+#define BOOKED(h, c, what)                                                     \
+  do {                                                                         \
+    unsigned long long h_ = held(), c_ = charged();                            \
+    CHECK(h_ == (h) && c_ == (c) && h_ <= c_ && c_ <= L,                       \
+          "%s %s: the driver holds %llu, charged %llu, expected %llu and %llu", \
+          way, what, h_, c_, (unsigned long long)(h), (unsigned long long)(c)); \
+  } while (0)
+
+/* Device `dev`'s primary context, made current. */
+static CUcontext context(int dev) {
+  CUcontext c = NULL;
+  EXPECT(A.PrimaryCtxRetain(&c, dev), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c), CUDA_SUCCESS);
+  return c;
+}
+
+static CUmemAllocationProp device_prop(unsigned handle_types) {
+  CUmemAllocationProp p = {CU_MEM_ALLOCATION_TYPE_PINNED, handle_types,
+                           {CU_MEM_LOCATION_TYPE_DEVICE, 0}, NULL, {0}};
+  return p;
+}
+
+static void map_rw(CUdeviceptr va, size_t n, CUmemGenericAllocationHandle h) {
+  CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  EXPECT(A.MemMap(va, n, 0, h, 0), CUDA_SUCCESS);
+  EXPECT(A.MemSetAccess(va, n, &rw, 1), CUDA_SUCCESS);
+}
+
+/* Another process (a forked child, its own process to the hook) creates
+ * `n` bytes and exports them as a FABRIC handle; this one imports it. */
+static void foreign_import(size_t n) {
+  int to_parent[2], to_child[2];
+  unsigned char fabric[64];
+  CHECK(pipe(to_parent) == 0 && pipe(to_child) == 0, "pipes");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    CUmemAllocationProp prop = device_prop(CU_MEM_HANDLE_TYPE_FABRIC);
+    CUmemGenericAllocationHandle h = 0;
+    char c;
+    int ok = A.MemCreate(&h, n, &prop, 0) == CUDA_SUCCESS &&
+             A.MemExportToShareableHandle(fabric, h, CU_MEM_HANDLE_TYPE_FABRIC, 0) ==
+                 CUDA_SUCCESS;
+    if (!ok)
+      memset(fabric, 0, sizeof fabric);
+    if (write(to_parent[1], fabric, sizeof fabric) != (ssize_t)sizeof fabric ||
+        read(to_child[0], &c, 1) < 0)
+      ok = 0;
+    _exit(ok && A.MemRelease(h) == CUDA_SUCCESS ? 0 : 1);
+  }
+  CHECK(read(to_parent[0], fabric, sizeof fabric) == (ssize_t)sizeof fabric, "the fabric handle");
+  /* The other process's bytes count in the worker's partition, not in this
+   * process's driver. */
+  unsigned long long before_charged = charged(), before_held = held();
+  CHECK(before_charged == n, "%s: the other process's %zu bytes are the worker's (%llu)", way, n,
+        before_charged);
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT(A.MemImportFromShareableHandle(&h, fabric, CU_MEM_HANDLE_TYPE_FABRIC), CUDA_SUCCESS);
+  CHECK(charged() == before_charged && held() == before_held,
+        "%s: an import from another process is charged once, to it (%llu)", way, charged());
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  CHECK(write(to_child[1], "x", 1) == 1, "release the child");
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "%s: the exporting process ran", way);
+  close(to_parent[0]);
+  close(to_parent[1]);
+  close(to_child[0]);
+  close(to_child[1]);
+  CHECK(charged() == 0, "%s: its bytes left with it (%llu)", way, charged());
+  row("`cuMemImportFromShareableHandle` (another process's export)",
+      "never here: charged once, to the exporting process", "–",
+      "once the exporter has released it, the importer holds it uncharged");
+}
+
+static void scenario_vmm(void) {
+  context(0);
+  base_used = 0;
+  base_used = held();
+  size_t g = 0, half = (size_t)L / 2;
+  CUmemAllocationProp prop = device_prop(0), fd_prop = device_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  EXPECT(A.MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  CHECK(g == 2 * MIB && L % g == 0, "granularity %zu", g);
+
+  /* A reservation is address space only. */
+  CUdeviceptr va = 0;
+  EXPECT(A.MemAddressReserve(&va, 4 * L, 0, 0, 0), CUDA_SUCCESS);
+  HOLDS(0, "an address reservation");
+  row("`cuMemAddressReserve`", "never (address space, no memory)", "–", "–");
+
+  /* Released right after mapping (the usual idiom): the mapping keeps it. */
+  CUmemGenericAllocationHandle h = 0, h2 = 0, h3 = 0;
+  EXPECT(A.MemCreate(&h, half, &prop, 0), CUDA_SUCCESS);
+  map_rw(va, half, h);
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  HOLDS(half, "released while mapped");
+  REFUSED(A.MemCreate(&h2, half + g, &prop, 0));
+  CUmemAllocationProp got;
+  EXPECT(A.MemGetAllocationPropertiesFromHandle(&got, h), CUDA_ERROR_INVALID_VALUE);
+  /* An extra retain keeps it past the unmap. */
+  EXPECT(A.MemRetainAllocationHandle(&h2, (void *)(uintptr_t)(va + g)), CUDA_SUCCESS);
+  CHECK(h2 == h, "%s: the retained handle is the mapped one", way);
+  EXPECT(A.MemGetAllocationPropertiesFromHandle(&got, h2), CUDA_SUCCESS);
+  CHECK(got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == 0, "its location");
+  EXPECT(A.MemUnmap(va, half), CUDA_SUCCESS);
+  HOLDS(half, "retained, unmapped");
+  EXPECT(A.MemRelease(h2), CUDA_SUCCESS);
+  HOLDS(0, "the last reference released");
+  row("`cuMemCreate` (device)", "at the call, on the device its properties name",
+      "with its last handle reference, mapping or multicast binding (`cuMemRelease`, "
+      "`cuMemUnmap`, `cuMulticastUnbind`, the multicast object's release)",
+      "–");
+  row("`cuMemMap` / `cuMemUnmap`", "never (the memory is charged once)",
+      "a mapping keeps its memory charged until unmapped", "–");
+  row("`cuMemRetainAllocationHandle`", "never (a reference to charged memory)",
+      "its `cuMemRelease` ends one reference", "–");
+
+  /* An export re-imported: one allocation, charged once, alive while
+   * either handle or a mapping is. */
+  int fd = -1;
+  EXPECT(A.MemCreate(&h, half, &fd_prop, 0), CUDA_SUCCESS);
+  EXPECT(A.MemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+         CUDA_SUCCESS);
+  EXPECT(A.MemImportFromShareableHandle(&h3, (void *)(intptr_t)fd,
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+         CUDA_SUCCESS);
+  HOLDS(half, "exported and re-imported (charged once)");
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  HOLDS(half, "the original released, the import kept");
+  REFUSED(A.MemCreate(&h2, half + g, &prop, 0));
+  map_rw(va, half, h3);
+  EXPECT(A.MemRelease(h3), CUDA_SUCCESS);
+  HOLDS(half, "the import released while mapped");
+  EXPECT(A.MemUnmap(va, half), CUDA_SUCCESS);
+  HOLDS(0, "unmapped: nothing refers to it");
+  row("`cuMemExportToShareableHandle` + `cuMemImportFromShareableHandle` (own export)",
+      "never (the same memory, charged once)",
+      "the imported handle is one more reference until its `cuMemRelease`",
+      "an export is known by what the driver handed out (a descriptor's number, a FABRIC "
+      "handle's bytes)");
+  close(fd);
+
+  /* Multicast: a binding keeps the memory. */
+  CUmulticastObjectProp mp = {1, (size_t)L, 0, 0};
+  CUmemGenericAllocationHandle mc = 0;
+  EXPECT(A.MulticastCreate(&mc, &mp), CUDA_SUCCESS);
+  EXPECT(A.MulticastAddDevice(mc, 0), CUDA_SUCCESS);
+  HOLDS(0, "a multicast object");
+  EXPECT(A.MemCreate(&h, half, &prop, 0), CUDA_SUCCESS);
+  EXPECT(A.MulticastBindMem(mc, 0, h, 0, half, 0), CUDA_SUCCESS);
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  HOLDS(half, "bound by handle, released");
+  REFUSED(A.MemCreate(&h2, half + g, &prop, 0));
+  EXPECT(A.MulticastUnbind(mc, 0, 0, half), CUDA_SUCCESS);
+  HOLDS(0, "unbound");
+  EXPECT(A.MemCreate(&h, half, &prop, 0), CUDA_SUCCESS);
+  map_rw(va, half, h);
+  EXPECT(A.MulticastBindAddr(mc, half, va, half, 0), CUDA_SUCCESS);
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  EXPECT(A.MemUnmap(va, half), CUDA_SUCCESS);
+  HOLDS(half, "bound by address, released and unmapped");
+  EXPECT(A.MemRelease(mc), CUDA_SUCCESS);
+  HOLDS(0, "the multicast object released");
+  row("`cuMulticastBindMem[_v2]` / `cuMulticastBindAddr[_v2]`",
+      "never (a reference to charged memory; a multicast object holds none of its own)",
+      "with `cuMulticastUnbind` or the multicast object's last `cuMemRelease`", "–");
+
+  /* Host memory is no device's. */
+  CUmemAllocationProp host = {CU_MEM_ALLOCATION_TYPE_PINNED, 0, {CU_MEM_LOCATION_TYPE_HOST, 0},
+                              NULL, {0}};
+  EXPECT(A.MemCreate(&h, 2 * L, &host, 0), CUDA_SUCCESS);
+  HOLDS(0, "host-located cuMemCreate");
+  row("`cuMemCreate` (host location)", "never (host memory)", "–", "–");
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+
+  /* Nothing of this process survives its handles and mappings: the whole
+   * limit fits again. */
+  EXPECT(A.MemCreate(&h, (size_t)L, &prop, 0), CUDA_SUCCESS);
+  HOLDS(L, "the whole limit");
+  REFUSED(A.MemCreate(&h2, g, &prop, 0));
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  EXPECT(A.MemAddressFree(va, 4 * L), CUDA_SUCCESS);
+  HOLDS(0, "all given back");
+
+  foreign_import(half);
+}
+
+/* A graph of one allocation node of `n` bytes on device 0 (its address in
+ * *p), freed within the graph when `free_too`. */
+static CUgraph alloc_graph(size_t n, CUdeviceptr *p, int free_too) {
+  CUgraph g = NULL;
+  CUgraphNode a = NULL, f = NULL;
+  CUDA_MEM_ALLOC_NODE_PARAMS np;
+  memset(&np, 0, sizeof np);
+  np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  np.bytesize = n;
+  EXPECT(A.GraphCreate(&g, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddMemAllocNode(&a, g, NULL, 0, &np), CUDA_SUCCESS);
+  *p = np.dptr;
+  if (free_too)
+    EXPECT(A.GraphAddMemFreeNode(&f, g, &a, 1, np.dptr), CUDA_SUCCESS);
+  return g;
+}
+
+static void scenario_graph(void) {
+  context(0);
+  base_used = 0;
+  base_used = held();
+  size_t g = 2 * MIB, half = (size_t)L / 2;
+  CUdeviceptr p = 0, q = 0, r = 0;
+  CUgraphExec e = NULL, e2 = NULL;
+
+  /* An allocation node: charged at instantiation, taken at upload/launch. */
+  CUgraph gr = alloc_graph(half, &p, 0);
+  EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  BOOKED(0, half, "a graph instantiated (charged up front)");
+  EXPECT(A.GraphUpload(e, NULL), CUDA_SUCCESS);
+  BOOKED(half, half, "uploaded");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_ERROR_INVALID_VALUE); /* its allocation still live */
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  BOOKED(half, half, "its allocation freed outside the graph (the pool keeps it)");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half, half, "relaunched");
+  REFUSED(A.MemAlloc(&q, half + g));
+  /* A second graph the limit has no room for: refused before the driver. */
+  CUgraph gr2 = alloc_graph(half + g, &q, 1);
+  unsigned long long calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  EXPECT(A.GraphInstantiateWithFlags(&e2, gr2, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: the refused instantiation reached the driver", way);
+  EXPECT(A.GraphDestroy(gr2), CUDA_SUCCESS);
+  /* Destroyed, its allocation still live: the pool keeps both. */
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(half, half, "the exec destroyed, its allocation live, trimmed");
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  BOOKED(half, half, "the allocation freed: the pool still reserves it");
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "trimmed");
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+
+  /* Auto-free on launch: relaunching frees the last launch's allocation. */
+  gr = alloc_graph(half, &p, 0);
+  CUDA_GRAPH_INSTANTIATE_PARAMS ip = {CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, NULL, NULL, 0};
+  EXPECT(A.GraphInstantiateWithParams(&e, gr, &ip), CUDA_SUCCESS);
+  for (int i = 0; i < 3; i++)
+    EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half, half, "auto-free on launch, launched 3 times");
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+  EXPECT(A.MemFree(p), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "destroyed, freed, trimmed");
+  row("`cuGraphAddMemAllocNode`",
+      "at instantiation (`cuGraphInstantiate*`), what the graph's allocation nodes need beyond "
+      "the device's graph pool charge; refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "by `cuDeviceGraphMemTrim`, down to what live graphs need or the driver still reserves "
+      "(a destroyed graph's memory stays in the pool until then)",
+      "charged before the driver takes it (at upload or first launch)");
+
+  /* Captured from a stream, freed outside the graph, relaunched. */
+  CUstream s = NULL;
+  EXPECT(A.StreamCreate(&s, 0), CUDA_SUCCESS);
+  EXPECT(A.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT(A.MemAllocAsync(&r, half / 2, s), CUDA_SUCCESS);
+  EXPECT(A.StreamEndCapture(s, &gr), CUDA_SUCCESS);
+  BOOKED(0, half / 2, "captured (charged as an allocation)");
+  EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half / 2, half, "instantiated and launched");
+  EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
+  BOOKED(half / 2, half / 2, "freed outside the graph");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(half / 2, half / 2, "relaunched");
+  EXPECT(A.MemFree(r), CUDA_SUCCESS);
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "all given back");
+  row("`cuMemAllocAsync` captured into a graph",
+      "as an allocation from the capture to its first free, and as the graph's allocation node "
+      "at instantiation",
+      "the graph's part by `cuDeviceGraphMemTrim`",
+      "charged twice between the capture and the first free (the driver takes nothing at "
+      "capture)");
+}
+
+static void scenario_pools13(void) {
+  CUcontext c0 = context(0);
+  base_used = 0;
+  base_used = held();
+  CUcontext c1 = context(1);
+  size_t half = (size_t)L / 2, g = 2 * MIB;
+  CUmemLocation dev0 = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  void *pool = NULL, *current = NULL;
+  CUdeviceptr p = 0, q = 0;
+  /* Device 1 is current; device 0's pools are named by location. */
+  EXPECT(A.MemGetDefaultMemPool(&pool, &dev0, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, pool, NULL), CUDA_SUCCESS);
+  REFUSED(A.MemAllocFromPoolAsync(&q, half + g, pool, NULL));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "device 0's default pool by location, from device 1");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemSetMemPool(&dev0, CU_MEM_ALLOCATION_TYPE_PINNED, pool), CUDA_SUCCESS);
+  EXPECT(A.MemGetMemPool(&current, &dev0, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+  CHECK(current == pool, "%s: the current pool of device 0", way);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, current, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "device 0's current pool by location, from device 1");
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  BOOKED(half, half, "freed: the pool keeps it until a synchronization");
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed and synchronized");
+  row("`cuMemGetDefaultMemPool` / `cuMemGetMemPool` / `cuMemSetMemPool` (CUDA 13, a location)",
+      "allocations from the pool, on the device its location names (host locations: never)",
+      "when the pool releases their frees (a synchronization, a trim)", "–");
+}
+
+static void scenario_ctxlimit(void) {
+  enum { STACK = 0, FIFO = 1, HEAP = 2, PENDING = 4 }; /* CUlimit, cuda.h */
+  context(0);
+  base_used = 0;
+  base_used = held();
+  int sms = 0, per_sm = 0;
+  EXPECT(A.DeviceGetAttribute(&sms, 16, 0), CUDA_SUCCESS);    /* MULTIPROCESSOR_COUNT */
+  EXPECT(A.DeviceGetAttribute(&per_sm, 39, 0), CUDA_SUCCESS); /* MAX_THREADS_PER_MULTIPROCESSOR */
+  unsigned long long threads = (unsigned long long)sms * (unsigned long long)per_sm;
+  size_t stack = 0, fifo = 0, heap = 0, v = 0;
+  EXPECT(A.CtxGetLimit(&stack, STACK), CUDA_SUCCESS);
+  EXPECT(A.CtxGetLimit(&fifo, FIFO), CUDA_SUCCESS);
+  EXPECT(A.CtxGetLimit(&heap, HEAP), CUDA_SUCCESS);
+  /* A stack 1 KiB larger per thread: about half the limit on this device. */
+  unsigned long long s = 1024 * threads, f = L / 8, h = L / 4;
+  CHECK(s < L / 2 && s > L / 4, "%s: %llu resident threads", way, threads);
+  EXPECT(A.CtxSetLimit(STACK, stack + 1024), CUDA_SUCCESS);
+  BOOKED(s, s, "the stack size raised");
+  unsigned long long calls = A.fake_calls("cuCtxSetLimit");
+  EXPECT(A.CtxSetLimit(STACK, stack + 4096), CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(A.fake_calls("cuCtxSetLimit") == calls, "%s: the refused limit reached the driver", way);
+  EXPECT(A.CtxGetLimit(&v, STACK), CUDA_SUCCESS);
+  CHECK(v == stack + 1024, "%s: the refused limit left the stack at %zu", way, v);
+  EXPECT(A.CtxSetLimit(FIFO, fifo + f), CUDA_SUCCESS);
+  EXPECT(A.CtxSetLimit(HEAP, heap + h), CUDA_SUCCESS);
+  BOOKED(s + f + h, s + f + h, "the printf FIFO and the heap raised");
+  EXPECT(A.CtxSetLimit(HEAP, heap + L / 2), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT(A.CtxSetLimit(PENDING, 4096), CUDA_SUCCESS);
+  BOOKED(s + f + h, s + f + h, "the pending launch count (not charged)");
+  EXPECT(A.CtxSetLimit(STACK, stack), CUDA_SUCCESS);
+  BOOKED(f + h, f + h, "the stack size lowered again");
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset");
+  EXPECT(A.CtxGetLimit(&v, HEAP), CUDA_SUCCESS);
+  CHECK(v == heap, "%s: a new context starts at the default heap (%zu)", way, v);
+  row("`cuCtxSetLimit` (stack size, printf FIFO, malloc heap)",
+      "at the call, what the limit takes beyond the context's value before its first change "
+      "(the stack per resident thread: SMs x maximum threads per SM); refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`",
+      "lowering gives the difference back; the context's destruction, reset or last release "
+      "all of it",
+      "the heap is charged at the call (the driver takes it when a module using `malloc` "
+      "loads)");
+  row("`cuCtxSetLimit` (pending launch count, sync depth, L2)", "never", "–",
+      "the pending launches' buffer is not documented: not charged");
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
+    return 2;
+  }
+  way = argv[1];
+  lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());
+    return 2;
+  }
+  resolve();
+  L = strtoull(argv[3], NULL, 0);
+  EXPECT(A.Init(0), CUDA_SUCCESS);
+  if (strcmp(argv[2], "vmm") == 0) {
+    scenario_vmm();
+  } else if (strcmp(argv[2], "graph") == 0) {
+    scenario_graph();
+  } else if (strcmp(argv[2], "ctxlimit") == 0) {
+    scenario_ctxlimit();
+  } else if (strcmp(argv[2], "pools13") == 0) {
+    scenario_pools13();
+  } else {
+    fprintf(stderr, "unknown scenario %s\n", argv[2]);
+    return 2;
+  }
+  return test_summary();
+}

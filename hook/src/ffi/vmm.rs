@@ -1,0 +1,226 @@
+//! Virtual memory management and multicast entry points: `cuMemCreate`
+//! charged like any allocation, and every call that starts or ends a
+//! reference to its memory reported to `crate::vmm`, which gives the bytes
+//! back with the last one.
+
+use super::*;
+use crate::vmm::{self as books, Bound, Shared};
+
+/// `CUmemAllocationHandleType` (cuda.h).
+const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 1;
+const CU_MEM_HANDLE_TYPE_FABRIC: c_int = 8;
+
+/// `CUmulticastObjectProp` (cuda.h): passed through, never read.
+type MulticastProp = *const c_void;
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut CUmemGenericAllocationHandle,
+    size: usize,
+    prop: *const MemAllocationProp,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(
+        *mut CUmemGenericAllocationHandle,
+        usize,
+        *const MemAllocationProp,
+        u64,
+    ) -> CuResult;
+    let real = real_or_return!(Cu::MemCreate, F);
+    if handle.is_null() || prop.is_null() {
+        return real(handle, size, prop, flags);
+    }
+    let target = match place_of(&(*prop).location) {
+        Some(memory::Place::Device(o)) => Target::Ordinal(o),
+        // Host memory (pinned, NUMA): no device's bytes.
+        Some(memory::Place::Host) => return real(handle, size, prop, flags),
+        None => Target::Current,
+    };
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        memory::allocate_with(
+            &Cuda,
+            target,
+            size as u64,
+            || Allocated {
+                result: real(handle, size, prop, flags),
+                key: Some((*handle, None)),
+            },
+            |key, device, bytes, _| books::created(key, device.slot, device.ordinal as i32, bytes),
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CuResult {
+    type F = unsafe extern "C" fn(CUmemGenericAllocationHandle) -> CuResult;
+    let real = real_or_return!(Cu::MemRelease, F);
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        books::release(handle, || real(handle))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemMap(
+    ptr: CUdeviceptr,
+    size: usize,
+    offset: usize,
+    handle: CUmemGenericAllocationHandle,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(
+        CUdeviceptr,
+        usize,
+        usize,
+        CUmemGenericAllocationHandle,
+        u64,
+    ) -> CuResult;
+    let real = real_or_return!(Cu::MemMap, F);
+    let r = real(ptr, size, offset, handle, flags);
+    if r == CUDA_SUCCESS {
+        boundary((), || books::mapped(ptr, size as u64, handle));
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CuResult {
+    type F = unsafe extern "C" fn(CUdeviceptr, usize) -> CuResult;
+    let real = real_or_return!(Cu::MemUnmap, F);
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        books::unmap(ptr, size as u64, || real(ptr, size))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemRetainAllocationHandle(
+    handle: *mut CUmemGenericAllocationHandle,
+    addr: *mut c_void,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void) -> CuResult;
+    let real = real_or_return!(Cu::MemRetainAllocationHandle, F);
+    let r = real(handle, addr);
+    if r == CUDA_SUCCESS && !handle.is_null() {
+        boundary((), || books::retained(*handle, addr as u64));
+    }
+    r
+}
+
+/// What an export handed out, or an import was given, of `kind`.
+unsafe fn shared(kind: c_int, at: *const c_void, by_value: bool) -> Option<Shared> {
+    match kind {
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR if by_value => {
+            Some(Shared::Fd(at as usize as i32))
+        }
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR if !at.is_null() => {
+            Some(Shared::Fd(*(at as *const c_int)))
+        }
+        CU_MEM_HANDLE_TYPE_FABRIC if !at.is_null() => {
+            Some(Shared::Fabric(*(at as *const [u8; 64])))
+        }
+        _ => None,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemExportToShareableHandle(
+    shareable: *mut c_void,
+    handle: CUmemGenericAllocationHandle,
+    kind: c_int,
+    flags: u64,
+) -> CuResult {
+    type F =
+        unsafe extern "C" fn(*mut c_void, CUmemGenericAllocationHandle, c_int, u64) -> CuResult;
+    let real = real_or_return!(Cu::MemExportToShareableHandle, F);
+    let r = real(shareable, handle, kind, flags);
+    if r == CUDA_SUCCESS {
+        if let Some(s) = shared(kind, shareable, false) {
+            boundary((), || books::exported(handle, s));
+        }
+    }
+    r
+}
+
+/// The POSIX descriptor comes by value (cast to a pointer), a FABRIC
+/// handle by address.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemImportFromShareableHandle(
+    handle: *mut CUmemGenericAllocationHandle,
+    os_handle: *mut c_void,
+    kind: c_int,
+) -> CuResult {
+    type F =
+        unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_int) -> CuResult;
+    let real = real_or_return!(Cu::MemImportFromShareableHandle, F);
+    // Read before the call: the driver may close or reuse what it was given.
+    let s = shared(
+        kind,
+        os_handle,
+        kind == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+    );
+    let r = real(handle, os_handle, kind);
+    if let (CUDA_SUCCESS, Some(s), false) = (r, s, handle.is_null()) {
+        boundary((), || books::imported(*handle, s));
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMulticastCreate(
+    handle: *mut CUmemGenericAllocationHandle,
+    prop: MulticastProp,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, MulticastProp) -> CuResult;
+    let real = real_or_return!(Cu::MulticastCreate, F);
+    let r = real(handle, prop);
+    if r == CUDA_SUCCESS && !handle.is_null() {
+        boundary((), || books::multicast_created(*handle));
+    }
+    r
+}
+
+/// A multicast binding: the driver's call, then `$record` on success.
+macro_rules! bind {
+    ($name:ident, $id:expr, ($($arg:ident: $t:ty),*) => $record:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
+            type F = unsafe extern "C" fn($($t),*) -> CuResult;
+            let real = real_or_return!($id, F);
+            let r = real($($arg),*);
+            if r == CUDA_SUCCESS {
+                boundary((), || $record);
+            }
+            r
+        }
+    };
+}
+
+// The v1 calls bind memory on its own device; the _v2 ones name it.
+bind!(cuMulticastBindMem, Cu::MulticastBindMem,
+      (mc: u64, mc_offset: usize, mem: u64, mem_offset: usize, size: usize, flags: u64)
+      => books::bound(mc, None, mc_offset as u64, size as u64, Bound::Handle(mem)));
+bind!(cuMulticastBindMem_v2, Cu::MulticastBindMemV2,
+      (mc: u64, dev: CUdevice, mc_offset: usize, mem: u64, mem_offset: usize, size: usize,
+       flags: u64)
+      => books::bound(mc, Some(dev), mc_offset as u64, size as u64, Bound::Handle(mem)));
+bind!(cuMulticastBindAddr, Cu::MulticastBindAddr,
+      (mc: u64, mc_offset: usize, ptr: CUdeviceptr, size: usize, flags: u64)
+      => books::bound(mc, None, mc_offset as u64, size as u64, Bound::Address(ptr)));
+bind!(cuMulticastBindAddr_v2, Cu::MulticastBindAddrV2,
+      (mc: u64, dev: CUdevice, mc_offset: usize, ptr: CUdeviceptr, size: usize, flags: u64)
+      => books::bound(mc, Some(dev), mc_offset as u64, size as u64, Bound::Address(ptr)));
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMulticastUnbind(
+    mc: CUmemGenericAllocationHandle,
+    dev: CUdevice,
+    mc_offset: usize,
+    size: usize,
+) -> CuResult {
+    type F = unsafe extern "C" fn(u64, CUdevice, usize, usize) -> CuResult;
+    let real = real_or_return!(Cu::MulticastUnbind, F);
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        books::unbind(mc, dev, mc_offset as u64, size as u64, || {
+            real(mc, dev, mc_offset, size)
+        })
+    })
+}
