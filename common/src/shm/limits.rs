@@ -16,8 +16,8 @@
 //! |---|---|---|
 //! | header | 4 KiB | magic `ACCLIMS`, version, size, generation |
 //! | devices | 64 × 128 B | device UUIDs the host named |
-//! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time, priority |
-//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's launch charge and last measurement (`steer.rs`), compute request |
+//! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time |
+//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's launch charge and last measurement (`steer.rs`) |
 //!
 //! Names are appended under the state directory's lock (`statedir::lock_dir`);
 //! device names are never removed, worker names only once no live process
