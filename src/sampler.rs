@@ -234,10 +234,17 @@ fn run(stop: &AtomicBool) {
 /// time, device).
 type ProcKey = (u64, i32, u64, String);
 
+/// Sample timestamps closer than this (µs) are one sample of the driver
+/// (real drivers sample every 1/6 s to 1 s).
+const SAME_SAMPLE_US: u64 = 20_000;
+
 #[derive(Default)]
 struct Sampler {
     /// Per device: the newest sample timestamp seen.
     since: HashMap<String, u64>,
+    /// Per device: the driver's sample period (µs), the shortest gap seen
+    /// between two of its samples.
+    period: HashMap<String, u64>,
     /// Per device not sampled yet: when it was first read (its first
     /// samples cover the time since, which their timestamps cannot say).
     first_read: HashMap<String, Instant>,
@@ -247,6 +254,8 @@ struct Sampler {
     tokens: HashMap<ProcKey, (u64, bool)>,
     /// Per (worker, device): the launch charge estimate.
     estimates: HashMap<(String, String), shm::ChargeEstimate>,
+    /// Per process and device: its own launch charge estimate (its share).
+    shares: HashMap<ProcKey, shm::ChargeEstimate>,
     /// (worker, device) pairs with a live process in the last books read.
     seen: HashSet<(String, String)>,
     /// Vendor errors: when last reported, how many since.
@@ -258,30 +267,41 @@ struct Sampler {
 enum Reading {
     /// No sample newer than the last (or the first call): no information.
     Nothing { first: bool },
-    /// Per host pid, the mean SM % of its samples, over `span_ns`
-    /// (0: the first samples, whose span is unknown).
+    /// Per host pid, its device time (ns) in the samples, which cover
+    /// `span_ns` (0: the first samples, whose span is unknown).
     Samples {
         per_pid: HashMap<u32, f64>,
         span_ns: f64,
     },
 }
 
-/// What the books say of a worker on a device since its device's last sample.
+/// What the books say of a worker on a device since its device's last
+/// sample: its processes counted since then.
 #[derive(Default)]
 struct Seen {
-    /// Host pids of the processes counted since the device's last sample.
-    counted: Vec<u32>,
-    /// Tokens granted to the counted pids.
+    procs: Vec<Counted>,
+}
+
+/// A process counted since its device's last sample.
+struct Counted {
+    key: ProcKey,
+    /// Its host pid (NVML's name for it).
+    pid: u32,
+    /// Tokens granted to it since the sample.
     granted: u64,
+    /// Its launch share in force (`shm::SHARE_ONE` = the worker's charge).
+    share: u32,
 }
 
 impl Sampler {
     /// Another process holds the lease: start afresh when taking it over.
     fn standby(&mut self) {
         self.since.clear();
+        self.period.clear();
         self.first_read.clear();
         self.tokens.clear();
         self.estimates.clear();
+        self.shares.clear();
         self.seen.clear();
     }
 
@@ -341,16 +361,23 @@ impl Sampler {
                 };
                 let next = match reading {
                     Reading::Samples { per_pid, span_ns } if *span_ns > 0.0 => {
-                        let used: f64 = w
-                            .counted
-                            .iter()
-                            .filter_map(|p| per_pid.get(p))
-                            .map(|pct| pct / 100.0 * span_ns)
-                            .sum();
-                        let launches = w.granted as f64 / charge as f64;
-                        let est = self.estimates.entry((worker.clone(), uuid.clone()));
                         let secs = span_ns / 1e9;
+                        // Per process: its device time and its launches (the
+                        // tokens granted to it over the charge it paid).
+                        let counted: Vec<(&Counted, f64, f64)> = w
+                            .procs
+                            .iter()
+                            .map(|c| {
+                                let paid = shm::shared_charge(charge, c.share);
+                                let used = per_pid.get(&c.pid).copied().unwrap_or(0.0);
+                                (c, c.granted as f64 / paid as f64, used)
+                            })
+                            .collect();
+                        let used: f64 = counted.iter().map(|c| c.2).sum();
+                        let launches: f64 = counted.iter().map(|c| c.1).sum();
+                        let est = self.estimates.entry((worker.clone(), uuid.clone()));
                         let next = est.or_default().add(secs, launches, used).unwrap_or(charge);
+                        self.share_out(worker, uuid, next, secs, &counted);
                         log_at!(
                             Trace,
                             "sampler {worker} {uuid}: {launches:.1} launches, {:.3} ms used over \
@@ -367,33 +394,80 @@ impl Sampler {
         }
     }
 
-    /// A device's samples: per pid the mean of its samples, over the span
-    /// from the last sample seen to the newest.
+    /// A device's samples: per pid the device time they stand for. Each
+    /// sample is its process's share of the device over one period of the
+    /// driver, ending at its timestamp, and a process idle over a period
+    /// has no sample for it (NVML: one per process "that had some non-zero
+    /// utilization during the last sample period"). So a sample stands for
+    /// the time since the driver's previous sample of any process, but
+    /// never more than one period: after an idle stretch (of the process,
+    /// or of the whole device) its share is not spread over the stretch,
+    /// which counted an idle worker's pause as busy and held it far below
+    /// its limit when it started again (issue 34). The period is the
+    /// shortest gap seen between two samples; until one is seen, the gap
+    /// itself. It must be the period itself, not more: with the device
+    /// idle between most samples (a 100 ms graph at 30 %) every sample
+    /// would be charged the excess (a quarter more ran such workers at
+    /// 25 %). A driver whose samples jitter is charged its shortest gap
+    /// each time: low by the jitter (its share of the period).
     fn reading(&mut self, uuid: &str, samples: &[UtilizationSample]) -> Reading {
         let since = self.since.get(uuid).copied().unwrap_or(0);
-        let Some(newest) = samples.iter().map(|s| s.timestamp).max() else {
+        let mut stamps: Vec<u64> = samples
+            .iter()
+            .map(|s| s.timestamp)
+            .filter(|&t| t > since)
+            .collect();
+        stamps.sort_unstable();
+        let Some(&newest) = stamps.last() else {
             let first = since == 0 && !self.first_read.contains_key(uuid);
             if first {
                 self.first_read.insert(uuid.to_owned(), Instant::now());
             }
             return Reading::Nothing { first };
         };
-        self.since.insert(uuid.to_owned(), newest.max(since));
+        self.since.insert(uuid.to_owned(), newest);
         let first_read = self.first_read.remove(uuid);
-        let mut sums: HashMap<u32, (f64, f64)> = HashMap::new();
-        for s in samples {
-            let e = sums.entry(s.pid).or_default();
-            *e = (e.0 + f64::from(s.sm_percent), e.1 + 1.0);
+        // The first samples span the time since the device was first read
+        // (none when read with samples: the span is unknown).
+        let prev = match (since, first_read) {
+            (0, None) => {
+                return Reading::Samples {
+                    per_pid: HashMap::new(),
+                    span_ns: 0.0,
+                }
+            }
+            (0, Some(t)) => newest.saturating_sub(t.elapsed().as_micros() as u64),
+            (s, _) => s,
+        };
+        // Each sample instant (µs) and the time it stands for (ns).
+        let mut lengths: Vec<(u64, f64)> = Vec::new();
+        let mut last = prev;
+        for &t in &stamps {
+            if lengths
+                .last()
+                .is_some_and(|&(at, _)| t - at < SAME_SAMPLE_US)
+            {
+                continue;
+            }
+            let gap = t.saturating_sub(last);
+            if since != 0 || last != prev {
+                let p = self.period.entry(uuid.to_owned()).or_insert(gap);
+                *p = (*p).min(gap).max(SAME_SAMPLE_US);
+            }
+            let len = self.period.get(uuid).map_or(gap, |&p| gap.min(p));
+            lengths.push((t, len as f64 * 1e3));
+            last = t;
+        }
+        let mut per_pid: HashMap<u32, f64> = HashMap::new();
+        for s in samples.iter().filter(|s| s.timestamp > since) {
+            // The sample instant it belongs to: the last at or before it.
+            let i = lengths.partition_point(|&(at, _)| at <= s.timestamp);
+            let len = lengths[i.max(1) - 1].1;
+            *per_pid.entry(s.pid).or_default() += f64::from(s.sm_percent) / 100.0 * len;
         }
         Reading::Samples {
-            per_pid: sums.into_iter().map(|(p, (sum, n))| (p, sum / n)).collect(),
-            // Timestamps are in µs; the first samples span the time since
-            // the device was first read (0: unknown, read with samples).
-            span_ns: if since == 0 {
-                first_read.map_or(0.0, |t| t.elapsed().as_nanos() as f64)
-            } else {
-                newest.saturating_sub(since) as f64 * 1e3
-            },
+            per_pid,
+            span_ns: newest.saturating_sub(prev) as f64 * 1e3,
         }
     }
 
@@ -427,7 +501,7 @@ impl Sampler {
                 Reading::Nothing { first } => *first,
             };
             tokens.insert(
-                key,
+                key.clone(),
                 match before {
                     Some(b) if !restart => b,
                     _ => (p.compute_tokens, restart),
@@ -435,8 +509,12 @@ impl Sampler {
             );
             let s = seen.entry((p.worker, p.device_uuid)).or_default();
             if let Some((b, true)) = before {
-                s.counted.push(p.pid as u32);
-                s.granted += p.compute_tokens.saturating_sub(b);
+                s.procs.push(Counted {
+                    key: key.clone(),
+                    pid: p.pid as u32,
+                    granted: p.compute_tokens.saturating_sub(b),
+                    share: p.compute_share,
+                });
             }
         }
         // Devices not read this period keep their counts.
@@ -446,7 +524,42 @@ impl Sampler {
             }
         }
         self.tokens = tokens;
+        self.shares.retain(|k, _| self.tokens.contains_key(k));
         seen
+    }
+
+    /// Each counted process's launch share of a worker whose launch charge
+    /// is now `charge`: its own device time per launch (an estimate per
+    /// process, as the worker's) over the worker's, so that the processes
+    /// of a worker share its limit by device time, not by launches (a
+    /// process of 0.5 ms kernels beside one of 8 ms kernels in a 40 %
+    /// worker got 2.3 % and 37.3 %: issue 34). The worker's charge still
+    /// holds it to its limit: the tokens its processes are granted are the
+    /// sum of their launches times their own charges, which is its device
+    /// time. A process not measured yet pays the worker's charge.
+    fn share_out(
+        &mut self,
+        worker: &str,
+        uuid: &str,
+        charge: u64,
+        secs: f64,
+        counted: &[(&Counted, f64, f64)],
+    ) {
+        let mut out = Vec::new();
+        for (c, launches, used) in counted {
+            let est = self.shares.entry(c.key.clone()).or_default();
+            if let Some(own) = est.add(secs, *launches, *used) {
+                let share = (own as f64 / charge as f64 * f64::from(shm::SHARE_ONE)).round();
+                out.push((
+                    (c.key.0, c.key.1, c.key.2),
+                    share.clamp(1.0, f64::from(u32::MAX)) as u32,
+                ));
+            }
+        }
+        if !out.is_empty() {
+            let r = shm::set_shares(worker, uuid, &out);
+            log_at!(Trace, "sampler {worker} {uuid}: shares {out:?}: {r:?}");
+        }
     }
     fn failed(&mut self, uuid: &str, e: &Error) {
         self.errors += 1;

@@ -623,98 +623,115 @@ typedef struct {
 #include "timeline.h"
 /* With FAKE_GPU_TIMELINE (timeline.h), the A40 (the fake driver's device 0)
  * reports per-process samples from the simulated device, named by the pid
- * the fake driver recorded (the host pid, as real NVML). Like the driver's
- * sample buffer, this process keeps readings of every process's device
- * time (one per call that returned samples, the last SNAPS); a call with
- * lastSeenTimeStamp `last` gets, for each process whose kernels ran since
- * the newest reading at or before `last` (the oldest when there is none),
- * one sample: its share of the device over that span, timeStamp now in
- * CLOCK_MONOTONIC µs. A size query (NULL buffer, or one too small) answers
+ * the fake driver recorded (the host pid, as real NVML), as NVML documents
+ * them: the driver samples every P ms (FAKE_NVML_SAMPLE_MS, default 100;
+ * real drivers: every 1/6 s to 1 s) whether or not anyone asks, and "one
+ * utilization sample structure is returned per process running, that had
+ * some non-zero utilization during the last sample period": each sample is
+ * the process's share of the device over its one period, timeStamp the
+ * period's end (CLOCK_MONOTONIC µs); a process idle over a period has no
+ * sample for it, and a device idle over a period none at all. A thread of
+ * the process (started by its first call; again in a forked child) takes
+ * the readings at each multiple of P into a buffer of the last SAMPLES
+ * samples (one reading late by k periods records k samples of the share
+ * over them). A call returns those newer than lastSeenTimeStamp; a size
+ * query (NULL buffer, or one too small) answers
  * NVML_ERROR_INSUFFICIENT_SIZE with the count and changes nothing; nothing
- * newer: NVML_ERROR_NOT_FOUND (the first call records the first reading).
- * FAKE_NVML_SAMPLE_MS=P samples as a driver that updates its buffer every
- * P ms: nothing newer until a multiple of P has passed since the reading
- * the caller last saw (real drivers: every 1/6 s to 1 s). */
-#define SNAPS 64
+ * newer: NVML_ERROR_NOT_FOUND. */
+#define SAMPLES 4096
 static struct {
-  unsigned long long ts_us, at_ns;
+  psample_t buf[SAMPLES];
+  unsigned long long n; /* samples ever recorded */
+  unsigned long long at_ns, period_ns;
   unsigned pid[TL_PIDS];
   unsigned long long busy[TL_PIDS];
-} snaps[SNAPS];
-static unsigned nsnaps, snap_next;
-static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+  pid_t owner;
+  struct tl_dev *dev;
+} drv;
+static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void snap_record(struct tl_dev *d, unsigned long long now) {
-  unsigned k = snap_next;
-  snap_next = (snap_next + 1) % SNAPS;
-  if (nsnaps < SNAPS)
-    nsnaps++;
-  snaps[k].ts_us = now / 1000;
-  snaps[k].at_ns = now;
+/* One reading at `now`: a sample per process that ran since the last, for
+ * each of the `k` periods ended since (the same share in each). */
+static void drv_read(unsigned long long now, unsigned long long k) {
+  unsigned long long span = now - drv.at_ns, end = now / drv.period_ns;
   for (int i = 0; i < TL_PIDS; i++) {
-    snaps[k].pid[i] = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
-    snaps[k].busy[i] = tl_busy(&d->procs[i], now);
+    unsigned pid = __atomic_load_n(&drv.dev->procs[i].pid, __ATOMIC_ACQUIRE);
+    unsigned long long busy = pid ? tl_busy(&drv.dev->procs[i], now) : 0;
+    int same = drv.pid[i] == pid;
+    unsigned long long before = same ? drv.busy[i] : 0;
+    unsigned long long ran = busy > before ? busy - before : 0;
+    /* A reading below an earlier one is no progress (timeline.h). */
+    if (!same || busy > before)
+      drv.busy[i] = busy;
+    drv.pid[i] = pid;
+    if (!pid || !ran || !span)
+      continue;
+    unsigned util = (unsigned)(ran >= span ? 100 : (ran * 100 + span / 2) / span);
+    for (unsigned long long j = k > 64 ? k - 64 : 0; j < k && util; j++) {
+      psample_t *s = &drv.buf[drv.n++ % SAMPLES];
+      memset(s, 0, sizeof *s);
+      s->pid = pid;
+      s->timeStamp = (end - (k - 1 - j)) * drv.period_ns / 1000;
+      s->smUtil = util;
+    }
   }
+  drv.at_ns = now;
 }
 
-static int snap_base(unsigned long long last) {
-  int best = -1, oldest = -1;
-  for (unsigned n = 0; n < nsnaps; n++) {
-    int k = (int)((snap_next + SNAPS - nsnaps + n) % SNAPS); /* oldest first */
-    if (oldest < 0)
-      oldest = k;
-    if (snaps[k].ts_us <= last)
-      best = k;
+static void *drv_sampler(void *arg) {
+  (void)arg;
+  for (;;) {
+    unsigned long long next = (tl_now() / drv.period_ns + 1) * drv.period_ns;
+    struct timespec ts = {(time_t)(next / 1000000000ULL), (long)(next % 1000000000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
+    pthread_mutex_lock(&drv_lock);
+    unsigned long long now = tl_now();
+    if (now / drv.period_ns > drv.at_ns / drv.period_ns)
+      drv_read(now, now / drv.period_ns - drv.at_ns / drv.period_ns);
+    pthread_mutex_unlock(&drv_lock);
   }
-  return best >= 0 ? best : oldest;
+  return NULL;
 }
 
 static nvmlReturn_t timeline_util(struct tl_dev *d, psample_t *s, unsigned *count,
                                   unsigned long long last) {
-  pthread_mutex_lock(&snap_lock);
-  unsigned long long now = tl_now();
-  int b = snap_base(last);
-  if (b < 0) {
-    snap_record(d, now);
-    pthread_mutex_unlock(&snap_lock);
-    return NVML_ERROR_NOT_FOUND;
-  }
-  static unsigned long long period_ns;
-  if (!period_ns) {
+  if (drv.owner != getpid()) {
+    /* First call here (or in a forked child, whose parent's thread is gone). */
+    pthread_mutex_init(&drv_lock, NULL);
     const char *ms = getenv("FAKE_NVML_SAMPLE_MS");
-    period_ns = ms && atoi(ms) > 0 ? (unsigned long long)atoi(ms) * 1000000ULL : 1;
+    drv.period_ns = (ms && atoi(ms) > 0 ? (unsigned long long)atoi(ms) : 100) * 1000000ULL;
+    drv.dev = d;
+    drv.n = 0;
+    memset(drv.pid, 0, sizeof drv.pid);
+    drv.at_ns = tl_now();
+    drv_read(drv.at_ns, 0);
+    drv.owner = getpid();
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_create(&t, &a, drv_sampler, NULL);
+    pthread_attr_destroy(&a);
   }
-  if (now / period_ns == snaps[b].at_ns / period_ns) {
-    pthread_mutex_unlock(&snap_lock);
-    return NVML_ERROR_NOT_FOUND;
-  }
-  unsigned long long span = now - snaps[b].at_ns;
+  pthread_mutex_lock(&drv_lock);
+  unsigned long long first = drv.n > SAMPLES ? drv.n - SAMPLES : 0;
   unsigned n = 0;
-  psample_t got[TL_PIDS];
-  for (int i = 0; i < TL_PIDS && span; i++) {
-    unsigned pid = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
-    unsigned long long busy = tl_busy(&d->procs[i], now);
-    unsigned long long before = snaps[b].pid[i] == pid ? snaps[b].busy[i] : 0;
-    unsigned long long ran = busy > before ? busy - before : 0;
-    if (!pid || !ran || now / 1000 <= last)
-      continue;
-    memset(&got[n], 0, sizeof got[n]);
-    got[n].pid = pid;
-    got[n].timeStamp = now / 1000;
-    got[n].smUtil = (unsigned)(ran >= span ? 100 : (ran * 100 + span / 2) / span);
-    n++;
-  }
+  for (unsigned long long i = first; i < drv.n; i++)
+    n += drv.buf[i % SAMPLES].timeStamp > last;
   nvmlReturn_t r = NVML_SUCCESS;
   if (!n) {
     r = NVML_ERROR_NOT_FOUND;
   } else if (!s || *count < n) {
     r = NVML_ERROR_INSUFFICIENT_SIZE;
   } else {
-    memcpy(s, got, n * sizeof *s);
-    snap_record(d, now);
+    unsigned k = 0;
+    for (unsigned long long i = first; i < drv.n; i++)
+      if (drv.buf[i % SAMPLES].timeStamp > last)
+        s[k++] = drv.buf[i % SAMPLES];
   }
   *count = n;
-  pthread_mutex_unlock(&snap_lock);
+  pthread_mutex_unlock(&drv_lock);
   return r;
 }
 

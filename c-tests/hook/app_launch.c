@@ -1,13 +1,15 @@
 /* The compute test app: launches kernels on the fake driver's device 0
  * under LD_PRELOAD=libcuda_limiter.so (test_compute.c drives it).
  *
- *   spin SECONDS [BATCH [graph|kernel [FROM]]]
+ *   spin SECONDS [BATCH [graph|kernel [FROM [WARM IDLE]]]]
  *                    cuLaunchKernel_ptsz (through cuGetProcAddress_v2 with
  *                    per-thread flags; `graph`: cuGraphLaunch_ptsz) as fast
  *                    as allowed for SECONDS; BATCH > 0: cuCtxSynchronize
  *                    after every BATCH launches. Prints the launches and
  *                    the longest time between two launches after FROM
- *                    seconds (default 1; ms)
+ *                    seconds (default 1; ms). WARM > 0: first launches so
+ *                    for WARM seconds, then idles IDLE seconds (a service
+ *                    that warmed up and waits for traffic), then SECONDS
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
@@ -113,8 +115,16 @@ int main(int argc, char **argv) {
     const char *base = argc > 4 && strcmp(argv[4], "graph") == 0 ? "cuGraphLaunch" : "cuLaunchKernel";
     void *k = proc(base, 1);
     CUresult (*sync)(void) = (CUresult(*)(void))proc("cuCtxSynchronize", 0);
+    double warm = argc > 7 ? atof(argv[6]) : 0, idle = argc > 7 ? atof(argv[7]) : 0;
     signal(SIGALRM, stuck);
-    alarm((unsigned)atof(argv[2]) + 30);
+    alarm((unsigned)(warm + idle + atof(argv[2])) + 30);
+    for (double t0 = now_s(), t = t0; t < t0 + warm; t = now_s())
+      CHECK(launch(base, k) == 0, "launch");
+    if (warm > 0) {
+      CHECK(sync() == 0, "cuCtxSynchronize");
+      struct timespec ts = {(time_t)idle, (long)((idle - (double)(time_t)idle) * 1e9)};
+      nanosleep(&ts, NULL);
+    }
     double start = now_s(), end = start + atof(argv[2]), last = start, gap = 0;
     double from = argc > 5 ? atof(argv[5]) : 1.0;
     unsigned long long n = 0;

@@ -143,6 +143,37 @@ static void test_remove(void) {
   EXPECT_RC(removeWorker(NULL, "rm-again"), RESULT_SUCCESS);
 }
 
+/* A worker with limits and no process uses 0 of its limit (not NOT_FOUND):
+ * before its first process, with a compute limit only, and after
+ * LimiterRemoveWorker and a new limit. */
+static int usage_is(const char *w, uint64_t used, uint64_t limit) {
+  uint64_t u = ~0ULL, l = ~0ULL;
+  int rc = L.usage(w, D0, &u, &l);
+  if (rc != RESULT_SUCCESS || u != used || l != limit)
+    printf("  limiterGetWorkerUsage(%s): %d (%s), %llu of %llu\n", w, rc, L.lastError(),
+           (unsigned long long)u, (unsigned long long)l);
+  return rc == RESULT_SUCCESS && u == used && l == limit;
+}
+
+static void test_usage_without_process(void) {
+  set_reclaim("600");
+  EXPECT_ACC(L.setMem("use-new", D0, GIB), RESULT_SUCCESS);
+  CHECK(usage_is("use-new", 0, GIB), "a worker with a memory limit and no process uses 0 of it");
+  EXPECT_ACC(L.setCompute("use-cu", D0, 30), RESULT_SUCCESS);
+  CHECK(usage_is("use-cu", 0, 0), "a worker with a compute limit only uses 0 (no memory limit)");
+  pid_t p = start_process("use-new");
+  CHECK(p > 0, "a process of use-new allocated");
+  end_worker_process(p);
+  EXPECT_RC(removeWorker(NULL, "use-new"), RESULT_SUCCESS);
+  uint64_t u, l;
+  EXPECT_RC(L.usage("use-new", D0, &u, &l), RESULT_ERROR_NOT_FOUND);
+  EXPECT_ACC(L.setMem("use-new", D0, 2 * GIB), RESULT_SUCCESS);
+  CHECK(usage_is("use-new", 0, 2 * GIB), "removed and limited again: 0 of its new limit");
+  EXPECT_RC(L.usage("use-new", "no-such-device", &u, &l), RESULT_ERROR_NOT_FOUND);
+  EXPECT_RC(removeWorker(NULL, "use-new"), RESULT_SUCCESS);
+  EXPECT_RC(removeWorker(NULL, "use-cu"), RESULT_SUCCESS);
+}
+
 static void test_reclaim(void) {
   char dir[4200], books[4300];
 
@@ -409,6 +440,7 @@ int main(int argc, char **argv) {
   *(void **)(&removeWorker) = load_sym(L.lim, "LimiterRemoveWorker");
   test_books_sized_to_use();
   test_remove();
+  test_usage_without_process();
   test_reclaim();
   test_table_pressure();
   test_churn();

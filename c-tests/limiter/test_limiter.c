@@ -71,7 +71,7 @@ static int first_call_in(const char *dir, const char *why, int group) {
 }
 
 /* The state file's layout version (common/src/shm/mod.rs, VERSION). */
-#define LAYOUT_VERSION 5
+#define LAYOUT_VERSION 6
 
 /* `dir` and its worker directory for "w-file", 0700. */
 static void mkdir_worker(const char *dir) {

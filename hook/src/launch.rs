@@ -11,7 +11,11 @@
 //! worker's processes that asked before it (so no process of a worker
 //! starves another). A charge larger than the burst puts the bucket in
 //! debt, which the next launch waits out: a 100 ms graph at 10 % goes once
-//! a second.
+//! a second. A reservation is a turn worth the worker's charge; a process
+//! whose kernels are longer than its worker's mean waits for several
+//! turns before its launch goes (`Gate::Again`), one whose kernels are
+//! shorter makes several launches a turn, so a worker's processes share
+//! it by device time.
 //!
 //! A launch waits in sleeps of at most [`WAIT_MAX`], so that a freeze
 //! (`FreezeWorker`, `AutoFreeze` of "compute") is seen within 2 ms, and a
@@ -54,7 +58,25 @@ pub fn admit(drv: &impl Driver) {
         Gate::Unlimited => {}
         Gate::After(0) => refresh::ensure_started(),
         Gate::After(ns) => wait(slot, Duration::from_nanos(ns)),
+        Gate::Again(ns) => turns(slot, ns),
         Gate::Held => frozen(slot),
+    }
+}
+
+/// The launch's turn did not pay for it (its process's kernels are longer
+/// than its worker's mean): wait for the turn, then take the next, until
+/// one pays.
+#[cold]
+#[inline(never)]
+fn turns(slot: usize, mut ns: u64) {
+    loop {
+        wait(slot, Duration::from_nanos(ns));
+        match limits::launch(slot) {
+            Gate::Again(next) => ns = next,
+            Gate::Unlimited | Gate::After(0) => return,
+            Gate::After(ns) => return wait(slot, Duration::from_nanos(ns)),
+            Gate::Held => return frozen(slot),
+        }
     }
 }
 
@@ -77,6 +99,7 @@ fn frozen(slot: usize) {
             Gate::Held => continue,
             Gate::Unlimited | Gate::After(0) => return,
             Gate::After(ns) => return wait(slot, Duration::from_nanos(ns)),
+            Gate::Again(ns) => return turns(slot, ns),
         }
     }
 }

@@ -213,6 +213,9 @@ pub enum Gate {
     Unlimited,
     /// Tokens taken: go after this many ns (0: at once).
     After(u64),
+    /// A turn taken that does not pay for the launch yet: ask again after
+    /// this many ns (`shm::Launch::Again`).
+    Again(u64),
     /// The worker is frozen: nothing taken.
     Held,
 }
@@ -227,6 +230,7 @@ pub fn launch(slot: usize) -> Gate {
     match shm::launch_on(pid(), slot) {
         Ok(shm::Launch::Unlimited) => Gate::Unlimited,
         Ok(shm::Launch::After(ns)) => Gate::After(ns),
+        Ok(shm::Launch::Again(ns)) => Gate::Again(ns),
         Ok(shm::Launch::Held) => Gate::Held,
         // Launches never fail: an unusable state lets them through.
         Err(e) => {

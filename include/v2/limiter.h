@@ -119,7 +119,10 @@ const char *limiterGetLastError(void);
 
 /*
  Extension: a worker's recorded memory usage on a device and its limit
- (0 = none). NOT_FOUND for a worker or device the limiter never saw.
+ (0 = none). A worker the host set limits for whose processes have not
+ used the device (none yet, or none since `LimiterRemoveWorker` and a new
+ limit) uses 0. NOT_FOUND for a worker or device neither the limiter's
+ books nor the host's limits name.
  */
 AccelResult limiterGetWorkerUsage(const char *workerId,
                                   const char *deviceUUID,

@@ -223,7 +223,10 @@ pub extern "C" fn limiterGetLastError() -> *const c_char {
 }
 
 /// Extension: a worker's recorded memory usage on a device and its limit
-/// (0 = none). NOT_FOUND for a worker or device the limiter never saw.
+/// (0 = none). A worker the host set limits for whose processes have not
+/// used the device (none yet, or none since `LimiterRemoveWorker` and a new
+/// limit) uses 0. NOT_FOUND for a worker or device neither the limiter's
+/// books nor the host's limits name.
 #[no_mangle]
 pub unsafe extern "C" fn limiterGetWorkerUsage(
     workerId: *const c_char,

@@ -16,16 +16,23 @@
 //! tokens are reported.
 //!
 //! The hook's launches ([`launch_on`]) never take the refusal: they
-//! *reserve*. A launch always moves TAT by its charge (the worker's
-//! measured time per launch, from its row of the limits file) and waits
-//! until the bucket holds `min(cost, B)` at its place in that order: the
-//! TAT is a queue, so the launches of a worker's processes go in the order
-//! they asked, and no process of a worker can take a refill another has
-//! been waiting for. The time t comes from `clock.rs`: one
+//! *reserve*. A reservation always moves TAT by the worker's launch charge
+//! (its measured time per launch, from its row of the limits file) and
+//! waits until the bucket holds `min(cost, B)` at its place in that order:
+//! the TAT is a queue, so the reservations of a worker's processes go in
+//! the order they asked, and no process of a worker can take a refill
+//! another has been waiting for. A reservation is a process's **turn**: it
+//! adds the worker's charge to the process's credit (process-local), and a
+//! launch takes the process's own charge from it (the worker's scaled by
+//! the process's share, which the host sampler measures): a process whose
+//! kernels are shorter than the worker's mean makes several launches a
+//! turn, one whose kernels are longer waits several turns for one, so the
+//! hungry processes of a worker share it by device time, not by launches
+//! (a turn each, round by round). The time t comes from `clock.rs`: one
 //! reading serves up to 64 checks of a process, never for a refill or a
 //! refusal, which bounds what that saves (there) by the age of the reading.
 
-use super::steer::charge_word;
+use super::steer::{charge_word, shared_charge};
 use super::*;
 
 /// Outcome of a compute check.
@@ -42,6 +49,9 @@ pub enum Launch {
     Unlimited,
     /// Its tokens are taken: go after this many ns (0: at once).
     After(u64),
+    /// A turn is taken but the process's credit does not cover the launch
+    /// yet: ask again after this many ns.
+    Again(u64),
     /// The worker is frozen: nothing taken; ask again later.
     Held,
 }
@@ -56,6 +66,8 @@ pub(super) enum Ask {
 }
 
 impl Ask {
+    /// The tokens a check takes from the bucket: a launch's turn takes
+    /// the worker's charge.
     #[inline(always)]
     fn tokens(self, row: &limits::Row) -> u64 {
         match self {
@@ -63,6 +75,36 @@ impl Ask {
             Ask::Reserve => charge_word(row.charge.load(Relaxed)),
         }
     }
+}
+
+/// Per device: this process's credit, tokens its turns took that its
+/// launches have not used yet (process-local; only the acting thread,
+/// `local::enter`, changes it). At most one launch's charge and one turn.
+static CREDIT: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
+
+/// A launch of process `p` on device `d` whose worker's charge is `turn`:
+/// true when the process's credit covers its own charge (taken).
+#[inline(always)]
+fn pay(p: &Proc, d: usize, turn: u64) -> bool {
+    let own = shared_charge(turn, p.share[d].load(Relaxed));
+    let c = CREDIT[d].load(Relaxed);
+    if c < own {
+        return false;
+    }
+    CREDIT[d].store(c - own, Relaxed);
+    true
+}
+
+/// A turn of `turn` tokens granted: credit it; then the launch is paid
+/// (true) or needs another turn (false).
+#[inline(always)]
+fn credit(p: &Proc, d: usize, turn: u64) -> bool {
+    let own = shared_charge(turn, p.share[d].load(Relaxed));
+    // Never more than a launch and a turn: a share that fell meanwhile
+    // leaves no hoard.
+    let c = (CREDIT[d].load(Relaxed) + turn).min(own.saturating_add(turn));
+    CREDIT[d].store(c, Relaxed);
+    pay(p, d, turn)
 }
 
 /// A launch of a kernel (or graph) by process `pid` on device slot `d`
@@ -77,6 +119,8 @@ pub fn launch_on(pid: i32, d: usize) -> Res<Launch> {
         Launch::Held
     } else if o.outcome.available_tokens == u64::MAX {
         Launch::Unlimited
+    } else if o.again {
+        Launch::Again(o.wait / 16)
     } else {
         Launch::After(o.wait / 16)
     })
@@ -88,6 +132,8 @@ pub fn launch_on(pid: i32, d: usize) -> Res<Launch> {
 pub(super) struct Checked {
     outcome: ComputeOutcome,
     wait: u64,
+    /// A launch's turn that did not pay for it (see [`Launch::Again`]).
+    again: bool,
 }
 
 impl Checked {
@@ -99,6 +145,7 @@ impl Checked {
                 available_tokens,
             },
             wait: 0,
+            again: false,
         }
     }
 
@@ -109,6 +156,7 @@ impl Checked {
                 available_tokens,
             },
             wait: 0,
+            again: false,
         }
     }
 }
@@ -188,6 +236,10 @@ pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
         count_tokens(p, d, tokens);
         return Some(Checked::go(u64::MAX));
     }
+    let reserve = matches!(ask, Ask::Reserve);
+    if reserve && pay(p, d, tokens) {
+        return Some(Checked::go(0));
+    }
     let cost = token_cost(tokens, percent)?;
     let (now, fresh) = clock::now();
     let tat = LAST_TAT[d].load(Relaxed);
@@ -205,7 +257,9 @@ pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
         .ok()?;
     LAST_TAT[d].store(next, Relaxed);
     count_tokens(p, d, tokens);
-    Some(Checked::go(tokens_left(next, now, percent)))
+    let mut c = Checked::go(tokens_left(next, now, percent));
+    c.again = reserve && !credit(p, d, tokens);
+    Some(c)
 }
 
 /// Add granted tokens to the process's counter on device `d`. Only the
@@ -250,6 +304,11 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
         count_tokens(p, d, tokens);
         return Ok(Checked::go(u64::MAX));
     }
+    // Only this process's own books carry its credit (the hook's launches).
+    let reserve = matches!(ask, Ask::Reserve) && _owner.is_some();
+    if reserve && pay(p, d, tokens) {
+        return Ok(Checked::go(0));
+    }
     // A cost no u64 TAT can hold is refused (a launch charge, at most
     // `CHARGE_MAX`, always fits).
     let Some(cost) = token_cost(tokens, percent) else {
@@ -289,6 +348,7 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
                 count_tokens(p, d, tokens);
                 let mut c = Checked::go(tokens_left(next, now, percent));
                 c.wait = start.saturating_sub(now);
+                c.again = reserve && !credit(p, d, tokens);
                 return Ok(c);
             }
             // A guess that was wrong is no contention; losing a race is.

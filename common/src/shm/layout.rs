@@ -11,7 +11,7 @@
 //! | scratch | 4 KiB | reserved for benchmarks and diagnostics; never read by the limiter |
 //! | devices | 64 × 128 B | device UUIDs (`devices.rs`) |
 //! | worker × device | 64 × 128 B | line 1: usage word, settled word, last sweep; line 2: token bucket (TAT) |
-//! | processes | 2,048 × 1,600 B | state word (pid), start time, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used |
+//! | processes | 2,048 × 1,856 B | state word (pid), start time, devices touched, pid namespace, owned flag, per device: held bytes, pending intent, tokens used, launch share |
 //!
 //! Limits and freeze state are not here (the worker's clients write this
 //! file): they are in the host-owned limits file (`limits.rs`).
@@ -84,6 +84,11 @@ pub(super) struct Proc {
     /// delta (signed, 48 bits) | seq << 48.
     pub(super) intent: [AtomicU64; MAX_DEVICES],
     pub(super) tokens: [AtomicU64; MAX_DEVICES],
+    /// Per device: the process's launch charge relative to its worker's
+    /// (the host sampler's measurement, `steer::SHARE_ONE` = the same;
+    /// 0: not measured, the same), so that the processes of a worker share
+    /// its limit by device time, not by launches.
+    pub(super) share: [AtomicU32; MAX_DEVICES],
 }
 
 #[repr(C)]

@@ -501,6 +501,23 @@ pub(super) fn each_row(mut f: impl FnMut(String, String, &Row)) -> Res<()> {
     intact(lim)
 }
 
+/// The memory limit of `worker` on `uuid` (0 = none) when the host named
+/// both (the worker has limits there, whether or not it has books yet).
+pub(super) fn named_memory_limit(worker: &str, uuid: &str) -> Res<Option<u64>> {
+    let Some(lim) = client()? else {
+        return Ok(None);
+    };
+    let limit = match (
+        find_ready(&lim.workers, |k| &k.key, worker),
+        find_ready(&lim.devices, |k| k, uuid),
+    ) {
+        (Some(w), Some(d)) => Some(lim.rows[w][d].mem_limit.load(Acquire)),
+        _ => None,
+    };
+    intact(lim)?;
+    Ok(limit)
+}
+
 /// The memory limit of `worker` on `uuid` (0 = none), read by a client.
 pub(super) fn memory_limit_of(worker: &str, uuid: &str) -> Res<u64> {
     let Some(lim) = client()? else {

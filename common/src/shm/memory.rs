@@ -367,17 +367,27 @@ pub(super) fn try_sweep(l: &Layout, wd: &WorkerDevice) -> bool {
 }
 
 /// A worker's recorded usage on a device and its memory limit (None:
-/// unlimited). NOT_FOUND for an unknown worker or device.
+/// unlimited). A worker the host set limits for on the device and whose
+/// processes have not used it (no books yet, none since
+/// `LimiterRemoveWorker` and a new limit, or the device not in its books)
+/// uses 0 of its limit. NOT_FOUND for a worker or device neither the books
+/// nor the host's limits name.
 pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
-    let b = workers::books_of(worker)?
-        .ok_or_else(|| Error::NotFound(format!("worker {worker:?} is not known to the limiter")))?;
+    let unused = || -> Res<Option<(u64, Option<u64>)>> {
+        Ok(limits::named_memory_limit(worker, uuid)?.map(|l| (0, (l != 0).then_some(l))))
+    };
+    let Some(b) = workers::books_of(worker)? else {
+        return unused()?.ok_or_else(|| {
+            Error::NotFound(format!("worker {worker:?} is not known to the limiter"))
+        });
+    };
     if let Books::Own(_) = b {
         owner::check_size()?;
     }
     let used = b.with(|l| {
-        let d = devices::lookup(l, uuid)?.ok_or_else(|| {
-            Error::NotFound(format!("device {uuid:?} is not known to the limiter"))
-        })?;
+        let Some(d) = devices::lookup(l, uuid)? else {
+            return Ok(None);
+        };
         // The worker's dead processes are reclaimed here, so the usage is
         // that of live ones: on another worker's books, only those the host
         // saw exit or cannot watch (`Kept::sweep_exited`).
@@ -394,9 +404,14 @@ pub fn worker_usage(worker: &str, uuid: &str) -> Res<(u64, Option<u64>)> {
             Some(why) => Err(Error::OperationFailed(format!(
                 "worker {worker:?}'s limiter books are faulty on {uuid:?}: {why}"
             ))),
-            None => Ok(used_of(u)),
+            None => Ok(Some(used_of(u))),
         }
     })?;
+    let Some(used) = used else {
+        return unused()?.ok_or_else(|| {
+            Error::NotFound(format!("device {uuid:?} is not known to the limiter"))
+        });
+    };
     let limit = limits::memory_limit_of(worker, uuid)?;
     Ok((used, (limit != 0).then_some(limit)))
 }

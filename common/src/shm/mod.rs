@@ -98,8 +98,9 @@ pub use reports::{
     set_memory_limit, set_memory_limit_for_caller, LimitEntry, ProcessUsage,
 };
 pub use steer::{
-    charge_of, drop_sampler_lease, mark_measured, set_charge, steer_of, take_sampler_lease,
-    ChargeEstimate, Steer, CHARGE_MAX, CHARGE_MIN, LAUNCH_ESTIMATE,
+    charge_of, drop_sampler_lease, mark_measured, set_charge, set_shares, shared_charge, steer_of,
+    take_sampler_lease, ChargeEstimate, ProcessKey, Steer, CHARGE_MAX, CHARGE_MIN, LAUNCH_ESTIMATE,
+    SHARE_ONE,
 };
 pub use workers::{books_path, worker_dir};
 
@@ -111,12 +112,13 @@ use layout::*;
 use memory::{apply, unname};
 use process::*;
 use reclaim::*;
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use workers::Books;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ACCLIMIT");
-/// 5: one file per worker (4: one node-wide file).
-pub const VERSION: u64 = 5;
+/// 6: a process's launch share per device (5: one file per worker; 4: one
+/// node-wide file).
+pub const VERSION: u64 = 6;
 pub const FILE_NAME: &str = "limiter.shm";
 pub const ENV_WORKER_ID: &str = "ACCELERATOR_WORKER_ID";
 
@@ -125,7 +127,7 @@ pub const MAX_DEVICES: usize = 64;
 pub const MAX_WORKERS: usize = 1024;
 /// Process slots in one worker's books: room for `make bench`'s 1,024
 /// registered processes and the ones it measures with (and a pod's data
-/// loader forks), at 1,600 bytes a slot (sparse: pages nobody touched take
+/// loader forks), at 1,856 bytes a slot (sparse: pages nobody touched take
 /// no memory, and reports read only the slots ever claimed).
 pub const MAX_PROCS: usize = 2048;
 /// Longest device UUID and worker id (the ABI's `char[64]` fields).

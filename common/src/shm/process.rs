@@ -124,6 +124,7 @@ pub(super) fn register(l: &Layout, pid: i32) -> Res<usize> {
                 p.held[d].store(0, Relaxed);
                 p.intent[d].store(0, Relaxed);
                 p.tokens[d].store(0, Relaxed);
+                p.share[d].store(0, Relaxed);
             }
             p.state.store(live, Release);
             if own {

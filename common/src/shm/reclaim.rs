@@ -77,6 +77,7 @@ fn free_books(l: &Layout, i: usize) {
             unname(l, i, d, wd);
         }
         p.tokens[d].store(0, Relaxed);
+        p.share[d].store(0, Relaxed);
     }
     p.devmask.store(0, Relaxed);
     p.owned.store(0, Relaxed);

@@ -115,6 +115,9 @@ pub struct ProcessUsage {
     pub memory_bytes: u64,
     /// Compute tokens granted so far (1 token = 1 ns of the whole device).
     pub compute_tokens: u64,
+    /// The process's launch share in force (`steer::SHARE_ONE` = its
+    /// worker's charge; 0: not measured, the same).
+    pub compute_share: u32,
 }
 
 /// Every live process the limiter knows that the caller can see, one entry
@@ -257,6 +260,7 @@ fn report(
             device_uuid: uuid,
             memory_bytes: bytes,
             compute_tokens: p.tokens[d].load(Relaxed),
+            compute_share: p.share[d].load(Relaxed),
         });
     }
 }

@@ -58,6 +58,23 @@ pub(super) fn charge_word(c: u64) -> u64 {
     }
 }
 
+/// A process's share word standing for 1: its launches cost its worker's
+/// charge (12 bits of fraction).
+pub const SHARE_ONE: u32 = 1 << 12;
+/// A share stays within 1/4096 and 1,024 times the worker's charge.
+pub const SHARE_MAX: u32 = SHARE_ONE << 10;
+
+/// The charge of a launch of a process with share word `share` (0: not
+/// measured, [`SHARE_ONE`]) in a worker whose launch charge is `charge`.
+#[inline(always)]
+pub fn shared_charge(charge: u64, share: u32) -> u64 {
+    if share == 0 {
+        return charge;
+    }
+    ((u128::from(charge) * u128::from(share)) >> 12).clamp(CHARGE_MIN as u128, CHARGE_MAX as u128)
+        as u64
+}
+
 /// The limit of process `pid`'s worker on device slot `d` (the process is
 /// registered: it has made a check there before), read through the row
 /// the process keeps for the slot (`limits::row_of`).
@@ -89,6 +106,36 @@ pub fn set_charge(worker: &str, uuid: &str, charge: u64) -> Res<()> {
         .store(charge.clamp(CHARGE_MIN, CHARGE_MAX), Release);
     row.measured_ms.store(freeze::now_ms().max(1), Release);
     Ok(())
+}
+
+/// A process of a worker's books, as [`super::ProcessUsage`] names it:
+/// (pid namespace, pid there, start time).
+pub type ProcessKey = (u64, i32, u64);
+
+/// The sampler's measurement of each process's launch share (the share
+/// word, [`SHARE_ONE`] = its worker's charge) on a device, written into the
+/// worker's books (host side: the books as the host keeps them; a process
+/// that is gone is skipped).
+pub fn set_shares(worker: &str, uuid: &str, shares: &[(ProcessKey, u32)]) -> Res<()> {
+    let Some(k) = kept::books(worker)? else {
+        return Ok(());
+    };
+    k.with(|l| {
+        let Some(d) = devices::lookup(l, uuid)? else {
+            return Ok(());
+        };
+        for p in l.claimed() {
+            let st = p.state.load(Acquire);
+            if st & 3 != PROC_LIVE {
+                continue;
+            }
+            let key = (p.ns.load(Relaxed), word_pid(st), p.start.load(Relaxed));
+            if let Some((_, share)) = shares.iter().find(|(k, _)| *k == key) {
+                p.share[d].store((*share).clamp(1, SHARE_MAX), Relaxed);
+            }
+        }
+        Ok(())
+    })
 }
 
 /// The sampler's idle period: mark every (worker, device) of `pairs` measured
@@ -204,6 +251,17 @@ mod tests {
         assert_eq!(charge_word(u64::MAX), CHARGE_MAX);
         // The largest charge's token cost at 1 % fits the bucket's u64.
         assert!(CHARGE_MAX.checked_mul(1600).is_some());
+    }
+
+    #[test]
+    fn shares_scale_the_charge() {
+        assert_eq!(shared_charge(4_000_000, 0), 4_000_000);
+        assert_eq!(shared_charge(4_000_000, SHARE_ONE), 4_000_000);
+        assert_eq!(shared_charge(4_000_000, SHARE_ONE / 8), 500_000);
+        assert_eq!(shared_charge(4_000_000, SHARE_ONE * 2), 8_000_000);
+        // Clamped to the charge's bounds, never overflowing.
+        assert_eq!(shared_charge(CHARGE_MAX, SHARE_MAX), CHARGE_MAX);
+        assert_eq!(shared_charge(CHARGE_MIN, 1), CHARGE_MIN);
     }
 
     #[test]
