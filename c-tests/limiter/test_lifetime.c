@@ -148,39 +148,6 @@ static void test_remove(void) {
   EXPECT_RC(removeWorker(NULL, "rm-again"), RESULT_SUCCESS);
 }
 
-/* A client of worker `w` that asks for `bytes` on D0 (forked, as
- * worker_process), then waits to be killed: its pid, and in *blocked whether
- * the limiter refused the bytes (-1: the call failed, its error on stderr). */
-static pid_t asking_process(const char *w, int64_t bytes, int *blocked) {
-  int p[2];
-  *blocked = -1;
-  if (pipe(p) != 0)
-    return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    setenv("ACCELERATOR_WORKER_ID", w, 1);
-    char me[16];
-    snprintf(me, sizeof me, "%d", (int)getpid());
-    MemoryOpRecord r;
-    memset(&r, 0, sizeof r);
-    Result rc = L.mem(me, D0, bytes, &r);
-    if (rc != RESULT_SUCCESS)
-      fprintf(stderr, "  client of %s: %d %s\n", w, rc, L.lastError());
-    char b = rc != RESULT_SUCCESS ? 'e' : r.shouldBlock ? 'b' : 'a';
-    if (write(p[1], &b, 1) != 1)
-      _exit(1);
-    for (;;)
-      pause();
-  }
-  close(p[1]);
-  char b = 0;
-  if (pid > 0 && read(p[0], &b, 1) == 1 && b != 'e')
-    *blocked = b == 'b';
-  close(p[0]);
-  return pid;
-}
-
 /* A StatefulSet's pod made again at once under its name (issue 38): the host
  * removes the worker while its old process lives, limits the name again, and
  * the old process exits: the new limit binds, and it was the new worker's
@@ -197,7 +164,7 @@ static void test_recreated(void) {
   usleep(1100 * 1000);
   host_pass(); /* main: the removal's pass forgot the new pod's entry */
   int blocked = -1;
-  pid_t p = asking_process("sts-0", 6000000, &blocked);
+  pid_t p = asking_process(L.mem, "sts-0", D0, 6000000, &blocked);
   CHECK(p > 0 && blocked == 1, "the new pod's client is refused 6,000,000 B under its 4,000,000 B limit (%d)",
         blocked);
   CHECK(kept("sts-0", LIMIT), "the new pod's limit stayed after the old process exited");
@@ -209,7 +176,7 @@ static void test_recreated(void) {
   end_worker_process(p);
   usleep(1100 * 1000);
   host_pass();
-  p = asking_process("sts-0", 3000000, &blocked);
+  p = asking_process(L.mem, "sts-0", D0, 3000000, &blocked);
   CHECK(p > 0 && blocked == 1, "the next pod's client is refused 3,000,000 B under its new 2,000,000 B limit (%d)",
         blocked);
   end_worker_process(p);

@@ -448,8 +448,8 @@ impl View {
         let entry = match &opened {
             Ok(Some(k)) => Entry::Kept(k.clone()),
             Ok(None) => Entry::Missing,
-            // This process's own shortage (no free guarded range, no
-            // descriptor), not the books': looked at again at the next use.
+            // This process's own shortage (no free guarded range), not
+            // the books': looked at again at the next use.
             Err(Error::ResourceExhausted(_)) => Entry::New,
             Err(e) => Entry::Refused(e.clone()),
         };

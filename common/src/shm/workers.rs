@@ -34,7 +34,10 @@
 //! live; the remover holds the write lock while it renames the directory out
 //! of the way (`.removing.…`, never a worker's name) and deletes it, so an
 //! opener either holds its read lock first (and the directory stays) or
-//! finds the directory gone afterwards and creates it anew.
+//! finds the directory gone afterwards and creates it anew; one whose
+//! directory went while it made or opened the books opens them again
+//! ([`open`]), as does a host call on another worker's books that went
+//! before its first lock byte ([`with_books_of_pid`]).
 
 use super::*;
 use crate::statedir;
