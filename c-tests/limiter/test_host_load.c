@@ -67,7 +67,8 @@ static pid_t private_child(void) {
   return pid;
 }
 
-static void count(Result rc, const char *call, const char *why) {
+/* Count a call's result (its error read right after it, on its thread). */
+static void count(Result rc, const char *call) {
   if (rc == RESULT_SUCCESS) {
     atomic_fetch_add(&registered, 1);
     return;
@@ -75,7 +76,7 @@ static void count(Result rc, const char *call, const char *why) {
   if (rc == RESULT_ERROR_INTERNAL)
     atomic_fetch_add(&internal, 1);
   if (atomic_fetch_add(&refused, 1) < 5)
-    fprintf(stderr, "  %s: %d %s\n", call, rc, why);
+    fprintf(stderr, "  %s: %d %s\n", call, rc, L.lastError());
 }
 
 enum { ROUNDS = 150, THREADS = 4 };
@@ -90,10 +91,10 @@ static void *register_loop(void *arg) {
     snprintf(pid, sizeof pid, "%d", (int)c);
     /* Half registered first, half recorded first: both make the books. */
     if ((i + k) % 2 == 0)
-      count(L.addProcess(D0, pid), "AddWorkerProcess", L.lastError());
+      count(L.addProcess(D0, pid), "AddWorkerProcess");
     MemoryOpRecord r;
     memset(&r, 0, sizeof r);
-    count(L.mem(pid, D0, 4096, &r), "CheckAndRecordMemoryOps", L.lastError());
+    count(L.mem(pid, D0, 4096, &r), "CheckAndRecordMemoryOps");
     kill(c, SIGKILL);
     waitpid(c, NULL, 0);
   }

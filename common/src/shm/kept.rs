@@ -297,7 +297,16 @@ impl View {
                 self.forget(&name);
             }
             for name in created {
-                self.names.entry(name).or_insert(Entry::New);
+                // A directory made under the name: whatever was found of
+                // it before (books, none, a refusal) is looked at again,
+                // also when its removal's notice came first in this read.
+                match self.names.get_mut(&name) {
+                    Some(Entry::Kept(k)) => k.stale.store(true, Relaxed),
+                    Some(e) => *e = Entry::New,
+                    None => {
+                        self.names.insert(name, Entry::New);
+                    }
+                }
             }
             for (wd, ignored) in changed {
                 let Some(name) = self.by_wd.get(&wd).cloned() else {
@@ -773,11 +782,16 @@ pub(super) fn lent_fd(l: &Layout) -> Res<i32> {
         let fd = f.as_raw_fd();
         // The call uses the books from here on, as a client does (the
         // users lock's read side, let go with the descriptor): a removal
-        // (`workers::remove_unused`, which takes the write side) leaves
-        // them; one that took them first has renamed them away.
-        if !map::ofd_read_lock(fd, owner::users_lock()).unwrap_or(false)
-            || !std::fs::metadata(&lent.path).is_ok_and(|m| (m.dev(), m.ino()) == lent.id)
+        // (`workers::remove_unused`, which holds the write side while it
+        // looks) leaves them; one that took them first has renamed them
+        // away. Waited for within the budget: a tenant may hold it too.
+        while !map::ofd_read_lock(fd, owner::users_lock())
+            .map_err(|e| Error::io("cannot lock", &lent.path, e))?
         {
+            budget::check();
+            std::thread::yield_now();
+        }
+        if !std::fs::metadata(&lent.path).is_ok_and(|m| (m.dev(), m.ino()) == lent.id) {
             return Err(replaced());
         }
         lent.file = Some(f);
