@@ -68,7 +68,8 @@ fn left() -> Option<Duration> {
 /// A turn that this process's calls on one worker's books take one at a
 /// time (`kept::Kept::with`), waited for within the waiting call's budget.
 pub(super) struct Turn {
-    busy: Mutex<bool>,
+    /// Whether a call has the turn, and how many wait for it.
+    state: Mutex<(bool, u32)>,
     free: Condvar,
 }
 
@@ -78,40 +79,49 @@ pub(super) struct TurnGuard<'a>(&'a Turn);
 impl Turn {
     pub(super) const fn new() -> Turn {
         Turn {
-            busy: Mutex::new(false),
+            state: Mutex::new((false, 0)),
             free: Condvar::new(),
         }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, (bool, u32)> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Take the turn, waiting while another call has it; inside
     /// [`within`], a budget spent meanwhile unwinds the call as [`check`]
     /// does.
     pub(super) fn take(&self) -> TurnGuard<'_> {
-        let lock = || self.busy.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut busy = lock();
-        while *busy {
+        let mut st = self.state();
+        while st.0 {
             let wait = left().unwrap_or(Duration::from_secs(3600));
-            busy = self
+            st.1 += 1;
+            st = self
                 .free
-                .wait_timeout(busy, wait)
+                .wait_timeout(st, wait)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
-            if *busy {
+            st.1 -= 1;
+            if st.0 {
                 // Not holding the mutex while the call unwinds.
-                drop(busy);
+                drop(st);
                 check();
-                busy = lock();
+                st = self.state();
             }
         }
-        *busy = true;
+        st.0 = true;
         TurnGuard(self)
     }
 }
 
 impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
-        *self.0.busy.lock().unwrap_or_else(PoisonError::into_inner) = false;
-        self.0.free.notify_one();
+        let mut st = self.0.state();
+        st.0 = false;
+        // A wake costs a system call: only for a call that waits.
+        if st.1 > 0 {
+            self.0.free.notify_one();
+        }
     }
 }
 
