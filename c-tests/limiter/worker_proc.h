@@ -14,13 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void end_worker_process(pid_t pid) {
-  if (pid > 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-}
-
 /* A process of worker `w`: forked, asks for `bytes` on `dev` through the
  * limiter's `mem` (registering itself in w's books, as a hooked process
  * does), then waits to be killed. Its pid, and in *blocked whether the
@@ -47,12 +40,22 @@ static pid_t asking_process(__typeof__(&CheckAndRecordMemoryOps) mem, const char
   close(p[1]);
   char b = 0;
   if (pid < 0 || read(p[0], &b, 1) != 1 || b == 'e') {
-    end_worker_process(pid);
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+    }
     pid = -1;
   }
   *blocked = b == 'b';
   close(p[0]);
   return pid;
+}
+
+static inline void end_worker_process(pid_t pid) {
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
 }
 
 /* A process of worker `w` that allocated 1 MiB on `dev` (see
@@ -74,7 +77,7 @@ static int tree_ram_add(const char *p, const struct stat *st, int flag, struct F
   tree_ram_bytes += (uint64_t)st->st_blocks * 512;
   return 0;
 }
-static uint64_t tree_ram(const char *path) {
+static inline uint64_t tree_ram(const char *path) {
   tree_ram_bytes = 0;
   nftw(path, tree_ram_add, 16, FTW_PHYS);
   return tree_ram_bytes;
