@@ -247,7 +247,11 @@ static void test_start_racing_removal(void) {
          atomic_load(&removals), ok, failed);
   CHECK(ok == CLIENTS && failed == 0, "every client started (%d of %d, %d failed)", ok, CLIENTS, failed);
   CHECK(atomic_load(&removals) > 1, "the worker was removed under them (%ld times)", atomic_load(&removals));
-  removeWorker(NULL, "race-0");
+  EXPECT_RC(removeWorker(NULL, "race-0"), RESULT_SUCCESS);
+  char workers[4200];
+  snprintf(workers, sizeof workers, "%s/workers", state);
+  CHECK(entries_in(workers) == 0, "the removals left nothing behind (%d entries, a removed directory with a "
+        "client's temporary file in it)", entries_in(workers));
 }
 
 static void test_reclaim(void) {

@@ -203,7 +203,16 @@ pub(super) fn open(worker: &str, private: Option<bool>) -> Res<Option<(File, Pat
         return Ok(Some((file, path)));
     };
     statedir::ensure()?;
-    statedir::ensure_dir(&dir)?;
+    // Made (or found) and removed at once by a removal, before it could be
+    // checked: made again. An error that is the directory's own (its
+    // mode, owner, a file in its place) comes back every time.
+    let mut tries = REOPENS;
+    while let Err(e) = statedir::ensure_dir(&dir) {
+        tries -= 1;
+        if tries == 0 {
+            return Err(e);
+        }
+    }
     let made = dir_identity(&dir);
     let opened = file::open_kind(&file::BOOKS, &dir, &header_tail(worker, private)?).and_then(
         |(file, path)| {
@@ -492,8 +501,18 @@ pub(super) fn remove_unused_if(
     ));
     match std::fs::rename(dir, &gone) {
         Ok(()) => {
-            if let Err(e) = std::fs::remove_dir_all(&gone) {
-                skip(&gone, &format!("cannot be removed ({e})"));
+            // An opener's file creation under way at the rename may still
+            // put its temporary file there (`file::create`) while the
+            // directory is being emptied: none can start after the
+            // rename, so the next try empties it.
+            let mut tries = 8;
+            while let Err(e) = std::fs::remove_dir_all(&gone) {
+                tries -= 1;
+                if tries == 0 {
+                    skip(&gone, &format!("cannot be removed ({e})"));
+                    break;
+                }
+                std::thread::yield_now();
             }
             Unused::Removed
         }
