@@ -167,6 +167,7 @@ Test (all part of `make test` unless marked)
   test-fork-vendors     500 forks while threads call every vendor function (stub, NVIDIA, Ascend, AMD)
   test-host-trust       forged and fuzzed worker books, truncated limits.shm, host reports (ASan)
   host-calls-test       system calls per host call at 100 workers (strace); what the host view sees at once
+  host-load-test        4,300 workers' books in every report; private workers registered while reports remove them
   test-nvidia-valgrind, test-ascend-valgrind  the same under valgrind
   test-link             each vendor build (universal too) linked by -l and by path from a copy of build/
   test-v2-layout        every size and offset of the v2 ABI

@@ -24,7 +24,9 @@
  *   host call that reclaims in A's books waits out its 2 s budget; while a
  *   thread keeps querying A, worker B's usage query + AddWorkerProcess stay
  *   within 10 ms (and 20x the same run's baseline); main queues them behind
- *   A's calls (seconds).
+ *   A's calls (seconds). Four queries on A at once are each refused within
+ *   twice the budget (it counts from each call's start, the wait behind
+ *   the others included).
  * - limits.shm truncated under a running host and a running client (last:
  *   it leaves the file cut): neither dies of SIGBUS. The host's calls on
  *   the limits (a hard limit, a freeze, a usage query) are refused with an
@@ -392,6 +394,17 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* One usage query on A's stalled books: how long it took (ms), refused or
+ * not (`arg`: a double[2], filled in). */
+static void *one_query_a(void *arg) {
+  double *out = arg, t0 = now_ms();
+  uint64_t u = 0, lim = 0;
+  int rc = L.usage("stall-a", DEV0, &u, &lim);
+  out[0] = now_ms() - t0;
+  out[1] = rc != RESULT_SUCCESS;
+  return NULL;
+}
+
 /* The slowest of `n` rounds of B's usage query + AddWorkerProcess (ms). */
 static double b_calls(const char *pid_b, int n, int *bad) {
   double worst = 0;
@@ -440,6 +453,26 @@ static void test_stalled_books(const char *self_exe, const char *lib) {
   CHECK(rc == RESULT_ERROR_OPERATION_FAILED && stalled >= 1000,
         "a usage query on A's books waits out its budget and is refused (%d, %.0f ms: %s)", rc, stalled,
         L.lastError());
+  /* Queued on A's books behind each other, each is refused within its own
+   * 2 s budget, counted from its start (main: one after the other, 2, 4, 6
+   * and 8 s). */
+  enum { QUEUED = 4 };
+  pthread_t q[QUEUED];
+  double took[QUEUED][2], slowest = 0;
+  for (int k = 0; k < QUEUED; k++)
+    pthread_create(&q[k], NULL, one_query_a, took[k]);
+  int refused = 0;
+  for (int k = 0; k < QUEUED; k++) {
+    pthread_join(q[k], NULL);
+    refused += took[k][1] != 0;
+    slowest = took[k][0] > slowest ? took[k][0] : slowest;
+  }
+  printf("  %d usage queries at once on A's stalled books: %d refused, the slowest after %.0f ms\n", QUEUED,
+         refused, slowest);
+  CHECK(refused == QUEUED && slowest < 4000,
+        "%d queries at once on A's stalled books are each refused within 2x the 2 s budget (%d refused, slowest "
+        "%.0f ms)",
+        QUEUED, refused, slowest);
   pthread_t t[2];
   for (int k = 0; k < 2; k++)
     pthread_create(&t[k], NULL, query_a, NULL);

@@ -1,6 +1,8 @@
 /* A worker's lifetime (docs/scale.md): LimiterRemoveWorker, reclamation of
  * workers without a live process (after the reclaim time, or at once when the
- * limits table is full), books sized to use, and a churn of
+ * limits table is full), books sized to use, a worker made again under its
+ * name while its old process lives (its new limit binds) and clients starting
+ * while their worker is removed (none fails), and a churn of
  * 100,000 workers (500 alive at a time) that must end with 0 errors and the
  * state directory back to its empty size.
  *
@@ -13,6 +15,7 @@
 #include "../test_util.h"
 #include "worker_proc.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -128,7 +131,9 @@ static void test_remove(void) {
   pid_t p = start_process("rm-live");
   CHECK(p > 0, "a process of rm-live allocated");
   EXPECT_RC(removeWorker(NULL, "rm-live"), RESULT_SUCCESS);
-  CHECK(kept("rm-live", GIB), "a removed worker with a live process keeps its limit");
+  uint64_t used = 0, limit = 0;
+  EXPECT_RC(L.usage("rm-live", D0, &used, &limit), RESULT_SUCCESS);
+  CHECK(limit == GIB, "a removed worker with a live process keeps its limit (%llu)", (unsigned long long)limit);
   worker_dir(dir, sizeof dir, "rm-live");
   CHECK(access(dir, F_OK) == 0, "and its books");
   end_worker_process(p);
@@ -172,6 +177,112 @@ static void test_usage_without_process(void) {
   EXPECT_RC(L.usage("use-new", "no-such-device", &u, &l), RESULT_ERROR_NOT_FOUND);
   EXPECT_RC(removeWorker(NULL, "use-new"), RESULT_SUCCESS);
   EXPECT_RC(removeWorker(NULL, "use-cu"), RESULT_SUCCESS);
+}
+
+/* A StatefulSet's pod made again at once under its name (issue 38): the host
+ * removes the worker while its old process lives, limits the name again, and
+ * the old process exits: the new limit binds, and it was the new worker's
+ * first (another value than the old one's is taken). */
+static void test_recreated(void) {
+  enum { LIMIT = 4000000 };
+  set_reclaim("2"); /* a pass at most every second; an unused worker goes after 2 s */
+  EXPECT_ACC(L.setMem("sts-0", D0, LIMIT), RESULT_SUCCESS);
+  pid_t old = start_process("sts-0");
+  CHECK(old > 0, "the old pod's process of sts-0 allocated");
+  EXPECT_RC(removeWorker(NULL, "sts-0"), RESULT_SUCCESS);
+  EXPECT_ACC(L.setMem("sts-0", D0, LIMIT), RESULT_SUCCESS);
+  end_worker_process(old);
+  usleep(1100 * 1000);
+  host_pass(); /* main: the removal's pass forgot the new pod's entry */
+  int blocked = -1;
+  pid_t p = asking_process(L.mem, "sts-0", D0, 6000000, &blocked);
+  CHECK(p > 0 && blocked == 1, "the new pod's client is refused 6,000,000 B under its 4,000,000 B limit (%d)",
+        blocked);
+  CHECK(kept("sts-0", LIMIT), "the new pod's limit stayed after the old process exited");
+
+  /* Removed again while the new pod's process lives: the next pod's limit is
+   * a first limit (any value), and binds once that process has exited. */
+  EXPECT_RC(removeWorker(NULL, "sts-0"), RESULT_SUCCESS);
+  EXPECT_ACC(L.setMem("sts-0", D0, LIMIT / 2), RESULT_SUCCESS);
+  end_worker_process(p);
+  usleep(1100 * 1000);
+  host_pass();
+  p = asking_process(L.mem, "sts-0", D0, 3000000, &blocked);
+  CHECK(p > 0 && blocked == 1, "the next pod's client is refused 3,000,000 B under its new 2,000,000 B limit (%d)",
+        blocked);
+  end_worker_process(p);
+  EXPECT_RC(removeWorker(NULL, "sts-0"), RESULT_SUCCESS);
+  set_reclaim("600");
+}
+
+/* Clients starting while the host removes their worker again and again
+ * (issue 38): each joins the books there are or makes the new ones; none
+ * fails. They start one after the other, each exiting once it has its
+ * answer, so the books are removed (and made again by the host's limit)
+ * under the next one's start. */
+static atomic_int removing;
+static atomic_long removals;
+
+static void *remove_again(void *arg) {
+  (void)arg;
+  while (atomic_load(&removing)) {
+    if (removeWorker(NULL, "race-0") == RESULT_SUCCESS)
+      atomic_fetch_add(&removals, 1);
+    L.setMem("race-0", D0, GIB);
+  }
+  return NULL;
+}
+
+static void test_start_racing_removal(void) {
+  enum { CLIENTS = 400 };
+  static pid_t pids[CLIENTS];
+  int go[2], res[2];
+  CHECK(pipe(go) == 0 && pipe(res) == 0, "pipes");
+  fflush(NULL);
+  for (int i = 0; i < CLIENTS; i++) {
+    pids[i] = fork();
+    if (pids[i] == 0) {
+      close(go[1]);
+      char b;
+      if (read(go[0], &b, 1) != 1) /* one byte: this one's turn */
+        _exit(1);
+      setenv("ACCELERATOR_WORKER_ID", "race-0", 1);
+      char me[16];
+      snprintf(me, sizeof me, "%d", (int)getpid());
+      MemoryOpRecord r;
+      memset(&r, 0, sizeof r);
+      Result rc = L.mem(me, D0, 1 << 20, &r);
+      if (rc != RESULT_SUCCESS)
+        fprintf(stderr, "  a client of race-0: %d %s\n", rc, L.lastError());
+      char ok = rc == RESULT_SUCCESS ? 'y' : 'n';
+      _exit(write(res[1], &ok, 1) == 1 ? 0 : 1);
+    }
+  }
+  close(go[0]);
+  close(res[1]);
+  atomic_store(&removing, 1);
+  pthread_t t;
+  pthread_create(&t, NULL, remove_again, NULL);
+  int ok = 0, failed = 0;
+  char b = 'x';
+  for (int i = 0; i < CLIENTS && write(go[1], &b, 1) == 1 && read(res[0], &b, 1) == 1; i++)
+    b == 'y' ? ok++ : failed++;
+  close(go[1]);
+  atomic_store(&removing, 0);
+  pthread_join(t, NULL);
+  close(res[0]);
+  for (int i = 0; i < CLIENTS; i++)
+    if (pids[i] > 0)
+      waitpid(pids[i], NULL, 0);
+  printf("  %d clients starting while their worker was removed %ld times: %d started, %d failed\n", CLIENTS,
+         atomic_load(&removals), ok, failed);
+  CHECK(ok == CLIENTS && failed == 0, "every client started (%d of %d, %d failed)", ok, CLIENTS, failed);
+  CHECK(atomic_load(&removals) > 1, "the worker was removed under them (%ld times)", atomic_load(&removals));
+  EXPECT_RC(removeWorker(NULL, "race-0"), RESULT_SUCCESS);
+  char workers[4200];
+  snprintf(workers, sizeof workers, "%s/workers", state);
+  CHECK(entries_in(workers) == 0, "the removals left nothing behind (%d entries, a removed directory with a "
+        "client's temporary file in it)", entries_in(workers));
 }
 
 static void test_reclaim(void) {
@@ -441,6 +552,8 @@ int main(int argc, char **argv) {
   test_books_sized_to_use();
   test_remove();
   test_usage_without_process();
+  test_recreated();
+  test_start_racing_removal();
   test_reclaim();
   test_table_pressure();
   test_churn();

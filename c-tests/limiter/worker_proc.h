@@ -14,10 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A process of worker `w`: forked, allocates 1 MiB on `dev` through the
+/* A process of worker `w`: forked, asks for `bytes` on `dev` through the
  * limiter's `mem` (registering itself in w's books, as a hooked process
- * does), then waits to be killed. Its pid, or -1 when the allocation failed. */
-static pid_t worker_process(__typeof__(&CheckAndRecordMemoryOps) mem, const char *w, const char *dev) {
+ * does), then waits to be killed. Its pid, and in *blocked whether the
+ * limiter refused the bytes; -1 when the call failed. */
+static pid_t asking_process(__typeof__(&CheckAndRecordMemoryOps) mem, const char *w, const char *dev,
+                            int64_t bytes, int *blocked) {
   int p[2];
   if (pipe(p) != 0)
     return -1;
@@ -29,21 +31,22 @@ static pid_t worker_process(__typeof__(&CheckAndRecordMemoryOps) mem, const char
     snprintf(me, sizeof me, "%d", (int)getpid());
     MemoryOpRecord r;
     memset(&r, 0, sizeof r);
-    char ok = mem(me, dev, 1 << 20, &r) == RESULT_SUCCESS && !r.shouldBlock ? 'y' : 'n';
-    if (write(p[1], &ok, 1) != 1)
+    char b = mem(me, dev, bytes, &r) != RESULT_SUCCESS ? 'e' : r.shouldBlock ? 'b' : 'a';
+    if (write(p[1], &b, 1) != 1)
       _exit(1);
     for (;;)
       pause();
   }
   close(p[1]);
-  char ok = 0;
-  if (pid < 0 || read(p[0], &ok, 1) != 1 || ok != 'y') {
+  char b = 0;
+  if (pid < 0 || read(p[0], &b, 1) != 1 || b == 'e') {
     if (pid > 0) {
       kill(pid, SIGKILL);
       waitpid(pid, NULL, 0);
     }
     pid = -1;
   }
+  *blocked = b == 'b';
   close(p[0]);
   return pid;
 }
@@ -53,6 +56,18 @@ static inline void end_worker_process(pid_t pid) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
   }
+}
+
+/* A process of worker `w` that allocated 1 MiB on `dev` (see
+ * asking_process) and waits to be killed; -1 when the allocation failed. */
+static pid_t worker_process(__typeof__(&CheckAndRecordMemoryOps) mem, const char *w, const char *dev) {
+  int blocked = 0;
+  pid_t pid = asking_process(mem, w, dev, 1 << 20, &blocked);
+  if (blocked) {
+    end_worker_process(pid);
+    pid = -1;
+  }
+  return pid;
 }
 
 /* RAM a tree takes on tmpfs: its files' and directories' allocated blocks. */

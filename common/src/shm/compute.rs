@@ -274,7 +274,7 @@ pub(super) fn count_tokens(p: &Proc, d: usize, tokens: u64) {
 #[inline(never)]
 pub(super) fn compute_slow(pid: i32, d: usize, ask: Ask) -> Res<Checked> {
     let d = checked_device(d)?;
-    workers::books_of_pid(pid, false)?.with(|b| compute_in(b, pid, d, ask))
+    workers::with_books_of_pid(pid, false, |b| compute_in(b, pid, d, ask)).map(|(_, c)| c)
 }
 
 /// A compute check of process `pid` on device slot `d` of its worker's books `l`.

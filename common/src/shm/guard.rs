@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 
 /// Guarded ranges: (start, length, cut): the two limits mappings and the
 /// books `kept.rs` keeps mapped (at most `kept::KEPT_MAX` at once).
-const RANGES: usize = super::kept::KEPT_MAX + 4;
+pub(super) const RANGES: usize = super::kept::KEPT_MAX + 4;
 static START: [AtomicUsize; RANGES] = [const { AtomicUsize::new(0) }; RANGES];
 static LEN: [AtomicUsize; RANGES] = [const { AtomicUsize::new(0) }; RANGES];
 static WRITABLE: [AtomicBool; RANGES] = [const { AtomicBool::new(false) }; RANGES];
@@ -255,6 +255,12 @@ fn die_by(sig: libc::c_int, fault: bool) {
             libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
         }
     }
+}
+
+/// Whether the handler is installed (a range [`guard`] refused was for
+/// want of a free one).
+pub(super) fn installed() -> bool {
+    INSTALLED.load(Acquire) == 2
 }
 
 /// Install the handler (once) and pin this library. False: not possible.

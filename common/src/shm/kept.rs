@@ -13,8 +13,10 @@
 //!   a tenant that truncates its books under a host read gets zero pages
 //!   there, never a SIGBUS; the call is refused and the books are mapped
 //!   afresh at the next. At most [`KEPT_MAX`] at once (past that, another
-//!   is let go to map the next: a node with more workers' books than that
-//!   pays mappings again on every report); the descriptor is closed once mapped, and opened
+//!   that no call holds is let go, unmapped at once, to map the next: a
+//!   node with more workers' books than that pays mappings again on every
+//!   report, and each report still reads every worker's books, one after
+//!   the other, [`View::each`]); the descriptor is closed once mapped, and opened
 //!   again only for a call that takes a lock byte ([`Kept::with`]), checked
 //!   to be the same file.
 //! - **the directories, watched** (`events::Notices`, inotify): a worker's
@@ -78,8 +80,9 @@ pub(super) struct Kept {
     serial: u32,
     /// This process's writes to the books (registration, reclamation), one
     /// call at a time: they share one open file description, whose lock
-    /// bytes do not exclude this process's own threads.
-    ops: Mutex<()>,
+    /// bytes do not exclude this process's own threads. Waited for within
+    /// each call's budget.
+    ops: budget::Turn,
     /// What the host knows of each slot's process (index: slot).
     watches: Mutex<Vec<Watch>>,
     /// The worker's entry in the limits file, and each device's (hints).
@@ -294,7 +297,16 @@ impl View {
                 self.forget(&name);
             }
             for name in created {
-                self.names.entry(name).or_insert(Entry::New);
+                // A directory made under the name: whatever was found of
+                // it before (books, none, a refusal) is looked at again,
+                // also when its removal's notice came first in this read.
+                match self.names.get_mut(&name) {
+                    Some(Entry::Kept(k)) => k.stale.store(true, Relaxed),
+                    Some(e) => *e = Entry::New,
+                    None => {
+                        self.names.insert(name, Entry::New);
+                    }
+                }
             }
             for (wd, ignored) in changed {
                 let Some(name) = self.by_wd.get(&wd).cloned() else {
@@ -383,27 +395,38 @@ impl View {
         }
     }
 
-    /// Every worker's books (each looked at again if its directory
-    /// changed), with the reason for each that cannot be used.
-    pub(super) fn all(&mut self) -> Vec<Result<Arc<Kept>, (PathBuf, String)>> {
-        let mut out = Vec::with_capacity(self.names.len());
+    /// Run `f` on every worker's books (each looked at again if its
+    /// directory changed), or the reason they cannot be used, one after
+    /// the other: `f` lets each go before the next is mapped, so past
+    /// [`KEPT_MAX`] the books mapped for this call let others go at once
+    /// (`evict`), and the call sees every worker whatever their number.
+    pub(super) fn each(
+        &mut self,
+        mut f: impl FnMut(&mut View, Result<Arc<Kept>, (PathBuf, String)>),
+    ) {
+        let mut fresh = Vec::with_capacity(self.names.len());
         let mut look = Vec::new();
         for (n, e) in &self.names {
             match e {
                 Entry::Kept(k) if !k.stale.load(Relaxed) && k.wd.is_some() && !k.books.cut() => {
-                    out.push(Ok(k.clone()))
+                    fresh.push(k.clone())
                 }
                 _ => look.push(n.clone()),
             }
         }
+        for k in fresh {
+            f(self, Ok(k));
+        }
         for n in look {
             match self.books(&n) {
-                Ok(Some(k)) => out.push(Ok(k)),
+                Ok(Some(k)) => f(self, Ok(k)),
                 Ok(None) => {}
-                Err(e) => out.push(Err((self.root.join(&n), e.to_string()))),
+                Err(e) => {
+                    let dir = self.root.join(&n);
+                    f(self, Err((dir, e.to_string())))
+                }
             }
         }
-        out
     }
 
     /// The books in directory `name` of the workers' directory; None when
@@ -434,6 +457,9 @@ impl View {
         let entry = match &opened {
             Ok(Some(k)) => Entry::Kept(k.clone()),
             Ok(None) => Entry::Missing,
+            // This process's own shortage (no free guarded range), not
+            // the books': looked at again at the next use.
+            Err(Error::ResourceExhausted(_)) => Entry::New,
             Err(e) => Entry::Refused(e.clone()),
         };
         self.names.insert(name.to_string(), entry);
@@ -469,7 +495,14 @@ impl View {
         if self.kept >= KEPT_MAX {
             self.evict(name);
         }
-        let books = map::Mapping::new(&file, read_only.is_none())?;
+        // No guarded range free: mappings this view let go that calls in
+        // flight still hold (`Arc`), and others'; let one more of its own go.
+        let books = loop {
+            match map::Mapping::new(&file, read_only.is_none()) {
+                Err(Error::ResourceExhausted(_)) if self.evict(name) => {}
+                r => break r?,
+            }
+        };
         let serial = self.next_serial;
         self.next_serial = self.next_serial.wrapping_add(1).max(1);
         self.by_serial.insert(serial, name.to_string());
@@ -486,7 +519,7 @@ impl View {
             wd,
             stale: AtomicBool::new(false),
             serial,
-            ops: Mutex::new(()),
+            ops: budget::Turn::new(),
             watches: Mutex::new(Vec::new()),
             limit_hints: [AtomicUsize::new(usize::MAX), AtomicUsize::new(usize::MAX)],
             unused_checked_ns: AtomicU64::new(0),
@@ -494,17 +527,29 @@ impl View {
         })))
     }
 
-    /// Let one kept mapping other than `keep` go (the table is full).
-    fn evict(&mut self, keep: &str) {
-        let victim = self
-            .names
-            .iter()
-            .find(|(n, e)| n.as_str() != keep && matches!(e, Entry::Kept(_)))
-            .map(|(n, _)| n.clone());
-        if let Some(n) = victim {
-            self.forget(&n);
-            self.names.insert(n, Entry::New);
+    /// Let one kept mapping other than `keep` go (the table is full): one
+    /// that no call holds, so that it is unmapped (and its guarded range
+    /// free) at once, else any. False: none to let go.
+    fn evict(&mut self, keep: &str) -> bool {
+        let mut any = None;
+        for (n, e) in &self.names {
+            if let Entry::Kept(k) = e {
+                if n.as_str() == keep {
+                    continue;
+                }
+                if Arc::strong_count(k) == 1 {
+                    any = Some(n);
+                    break;
+                }
+                any = any.or(Some(n));
+            }
         }
+        let Some(n) = any.cloned() else {
+            return false;
+        };
+        self.forget(&n);
+        self.names.insert(n, Entry::New);
+        true
     }
 
     /// Bring `k`'s watches up to date with its slots: a slot whose words
@@ -572,6 +617,16 @@ impl Kept {
             .is_ok_and(|m| (m.dev(), m.ino()) == self.id && m.len() >= SIZE as u64)
     }
 
+    /// Whether the books' path no longer names the mapped file (removed or
+    /// replaced since they were mapped): looked at again at the next use.
+    pub(super) fn removed(&self) -> bool {
+        let gone = !std::fs::metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id);
+        if gone {
+            self.stale.store(true, Relaxed);
+        }
+        gone
+    }
+
     /// The watches of the slots ever claimed ([`View::update`] first).
     pub(super) fn watches(&self) -> MutexGuard<'_, Vec<Watch>> {
         lock(&self.watches)
@@ -609,7 +664,8 @@ impl Kept {
     }
 
     /// Run `f` on these books, one such call of this process at a time,
-    /// within the budget (`budget.rs`); a lock byte it takes is taken on a
+    /// within the budget (`budget.rs`, the wait for its turn included); a
+    /// lock byte it takes is taken on a
     /// descriptor opened for the call ([`lent_fd`]) and let go with it.
     /// Refused when the books were cut short meanwhile.
     pub(super) fn with<T>(&self, f: impl FnOnce(&Layout) -> Res<T>) -> Res<T> {
@@ -619,9 +675,11 @@ impl Kept {
                 self.worker
             )));
         }
-        let _one = lock(&self.ops);
-        let _lent = Lending::start(self);
-        let r = budget::within(|| f(self));
+        let r = budget::within(|| {
+            let _one = self.ops.take();
+            let _lent = Lending::start(self);
+            f(self)
+        });
         if self.books.cut() {
             self.stale.store(true, Relaxed);
             return Err(Error::OperationFailed(format!(
@@ -722,6 +780,20 @@ pub(super) fn lent_fd(l: &Layout) -> Res<i32> {
             return Err(replaced());
         }
         let fd = f.as_raw_fd();
+        // The call uses the books from here on, as a client does (the
+        // users lock's read side, let go with the descriptor): a removal
+        // (`workers::remove_unused`, which holds the write side while it
+        // looks) leaves them; one that took them first has renamed them
+        // away. Waited for within the budget: a tenant may hold it too.
+        while !map::ofd_read_lock(fd, owner::users_lock())
+            .map_err(|e| Error::io("cannot lock", &lent.path, e))?
+        {
+            budget::check();
+            std::thread::yield_now();
+        }
+        if !std::fs::metadata(&lent.path).is_ok_and(|m| (m.dev(), m.ino()) == lent.id) {
+            return Err(replaced());
+        }
         lent.file = Some(f);
         Ok(fd)
     })

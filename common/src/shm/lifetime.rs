@@ -6,7 +6,10 @@
 //! - the host removes it (`LimiterRemoveWorker`, [`remove_worker`]) when its
 //!   pod ends: its directory and books go, and its limits entry is freed,
 //!   at once when no live process uses its books, else as soon as none
-//!   does (marked `ending` in its entry; the next reclamation pass);
+//!   does (marked `ending` in its entry; the next reclamation pass). A
+//!   limit or freeze of the name before then starts a new worker on the
+//!   entry, cleared (`limits::claim_worker`): the old process's end no
+//!   longer ends it;
 //! - it has had no live process for [`reclaim_after`] (10 minutes unless
 //!   `ACCELERATOR_WORKER_RECLAIM_S` says otherwise): a node whose host never
 //!   removes a worker still runs forever. Workers the host never limited or

@@ -568,6 +568,13 @@ fn claim_worker(lim: &'static Limits, worker: &str) -> Res<usize> {
         r => r?,
     };
     let wk = &lim.workers[w];
+    if wk.ending.load(Acquire) == 1 {
+        // The host removed the worker while a process still used it, and
+        // now limits or freezes the name again (a StatefulSet's pod made
+        // again at once): a new worker's first limit, on an entry that no
+        // longer ends when the old process does.
+        clear_entry(lim, w);
+    }
     if wk.books_ino.load(Acquire) == 0 {
         record_books(wk, worker);
     }
@@ -611,6 +618,24 @@ pub(super) fn forget_locked(lim: &Limits, worker: &str) -> bool {
     // Not READY: no lookup finds it; a claim under the lock may reuse it.
     wk.key.state.store(KEY_CLAIMING, Release);
     lim.header.generation.fetch_add(1, AcqRel);
+    clear_entry(lim, w);
+    wk.key.hash.store(0, Relaxed);
+    for word in &wk.key.words {
+        word.store(0, Relaxed);
+    }
+    // Left CLAIMING, never FREE: lookups (`find_ready`, in clients of
+    // every version) stop at the first FREE entry, so the names after it
+    // stay found; `claim` reuses the entry (CLAIMING under the lock: free).
+    lim.header.generation.fetch_add(1, AcqRel);
+    true
+}
+
+/// Zero entry `w`'s rows (their pages given back to tmpfs) and every word
+/// but its name (the directory lock held): limits, freeze, the books'
+/// identity, idle time, the ending mark. Clients that found a row keep it
+/// and read no limit; the generation tells the others to look again.
+fn clear_entry(lim: &Limits, w: usize) {
+    let wk = &lim.workers[w];
     if !map::discard(&lim.rows[w]) {
         for row in &lim.rows[w] {
             for word in [
@@ -636,13 +661,5 @@ pub(super) fn forget_locked(lim: &Limits, worker: &str) -> bool {
     ] {
         word.store(0, Relaxed);
     }
-    wk.key.hash.store(0, Relaxed);
-    for word in &wk.key.words {
-        word.store(0, Relaxed);
-    }
-    // Left CLAIMING, never FREE: lookups (`find_ready`, in clients of
-    // every version) stop at the first FREE entry, so the names after it
-    // stay found; `claim` reuses the entry (CLAIMING under the lock: free).
     lim.header.generation.fetch_add(1, AcqRel);
-    true
 }

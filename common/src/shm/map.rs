@@ -74,9 +74,17 @@ impl Mapping {
         if !super::guard::guard(p.as_ptr(), len, write, -1, false) {
             // SAFETY: the mapping just made, of this length, not shared yet.
             unsafe { libc::munmap(p.as_ptr().cast(), len) };
-            return Err(Error::OperationFailed(
-                "cannot guard a mapping of another worker's books against truncation (no SIGBUS handler); refused".into(),
-            ));
+            return Err(if super::guard::installed() {
+                Error::ResourceExhausted(format!(
+                    "cannot guard a mapping of another worker's books against truncation: all {} guarded \
+                     ranges of this library are taken by books still mapped; refused",
+                    super::guard::RANGES
+                ))
+            } else {
+                Error::OperationFailed(
+                    "cannot guard a mapping of another worker's books against truncation (no SIGBUS handler); refused".into(),
+                )
+            });
         }
         Ok(Mapping { ptr: p.cast() })
     }

@@ -288,7 +288,7 @@ pub(super) fn memory_slow(pid: i32, d: usize, delta: i64) -> Res<MemOutcome> {
         return Err(too_large(delta));
     }
     let d = checked_device(d)?;
-    workers::books_of_pid(pid, false)?.with(|b| memory_in(b, pid, d, delta))
+    workers::with_books_of_pid(pid, false, |b| memory_in(b, pid, d, delta)).map(|(_, m)| m)
 }
 
 /// A memory check of process `pid` on device slot `d` of its worker's books `l`.

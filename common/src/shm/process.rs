@@ -204,8 +204,7 @@ pub fn add_process(uuid: &str, pid: i32) -> Res<()> {
     if workers::is_own(pid) {
         return device_slot_for(pid, uuid).map(|_| ());
     }
-    let b = workers::books_of_pid(pid, true)?;
-    let d = b.with(|l| devices::slot_for(l, pid, uuid))?;
+    let (b, d) = workers::with_books_of_pid(pid, true, |l| devices::slot_for(l, pid, uuid))?;
     if let Books::Kept(k) = &b {
         super::kept::remember_added(k, pid, d);
     }

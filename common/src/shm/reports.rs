@@ -150,12 +150,12 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
     let Some(view) = g.as_mut() else {
         return Ok(out);
     };
-    for k in view.all() {
+    view.each(|view, k| {
         let k = match k {
             Ok(k) => k,
             Err((dir, why)) => {
                 workers::skip(&dir, &why);
-                continue;
+                return;
             }
         };
         let h = &k.header;
@@ -167,7 +167,7 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
                 &k.dir,
                 &format!("does not name worker {:?} in its header", k.worker),
             );
-            continue;
+            return;
         }
         view.update(&k);
         // The header is the tenant's to write: a named worker's books that
@@ -204,7 +204,7 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
         if private && !any_live && k.unused_check_due() {
             workers::remove_unused(&k.dir, None);
         }
-    }
+    });
     Ok(out)
 }
 

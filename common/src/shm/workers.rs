@@ -35,7 +35,10 @@
 //! live; the remover holds the write lock while it renames the directory out
 //! of the way (`.removing.…`, never a worker's name) and deletes it, so an
 //! opener either holds its read lock first (and the directory stays) or
-//! finds the directory gone afterwards and creates it anew.
+//! finds the directory gone afterwards and creates it anew; one whose
+//! directory went while it made or opened the books opens them again
+//! ([`open`]), as does a host call on another worker's books that went
+//! before its first lock byte ([`with_books_of_pid`]).
 
 use super::*;
 use crate::statedir;
@@ -186,24 +189,47 @@ fn check_header(file: &File, path: &Path, worker: &str, private: Option<bool>) -
 
 /// Open `worker`'s books read-write, checked (identity, header, name).
 /// `Some(private)`: created with the directory when missing; `None`: only
-/// an existing file, of either kind (else None).
+/// an existing file, of either kind (else None). None as well when the
+/// directory was removed (`remove_unused`: the host ending the worker, or
+/// a pass) while the books were being made or opened: the caller opens
+/// them again, and finds the new directory or makes it.
 pub(super) fn open(worker: &str, private: Option<bool>) -> Res<Option<(File, PathBuf)>> {
     let dir = worker_dir(worker);
-    let (file, path) = match private {
-        Some(private) => {
-            statedir::ensure()?;
-            statedir::ensure_dir(&dir)?;
-            file::open_kind(&file::BOOKS, &dir, &header_tail(worker, private)?)?
+    let Some(private) = private else {
+        if file::open_kind_read(&file::BOOKS, &dir)?.is_none() {
+            return Ok(None);
         }
-        None => {
-            if file::open_kind_read(&file::BOOKS, &dir)?.is_none() {
-                return Ok(None);
-            }
-            file::open_kind(&file::BOOKS, &dir, &[])?
-        }
+        let (file, path) = file::open_kind(&file::BOOKS, &dir, &[])?;
+        check_header(&file, &path, worker, None)?;
+        return Ok(Some((file, path)));
     };
-    check_header(&file, &path, worker, private)?;
-    Ok(Some((file, path)))
+    statedir::ensure()?;
+    // Made (or found) and removed at once by a removal, before it could be
+    // checked: made again. An error that is the directory's own (its
+    // mode, owner, a file in its place) comes back every time.
+    let mut tries = REOPENS;
+    while let Err(e) = statedir::ensure_dir(&dir) {
+        tries -= 1;
+        if tries == 0 {
+            return Err(e);
+        }
+    }
+    let made = dir_identity(&dir);
+    let opened = file::open_kind(&file::BOOKS, &dir, &header_tail(worker, private)?).and_then(
+        |(file, path)| {
+            check_header(&file, &path, worker, Some(private))?;
+            Ok((file, path))
+        },
+    );
+    match opened {
+        Err(_) if made.is_none() || dir_identity(&dir) != made => Ok(None),
+        r => r.map(Some),
+    }
+}
+
+/// The identity of directory `dir`, if it exists.
+fn dir_identity(dir: &Path) -> Option<Identity> {
+    std::fs::symlink_metadata(dir).ok().map(|m| identity(&m))
 }
 
 /// Create `worker`'s directory and books if missing (the host side, before
@@ -218,22 +244,25 @@ pub(super) fn ensure(worker: &str) -> Res<()> {
     open(worker, Some(private)).map(drop)
 }
 
+/// How many times a process opens books again that were removed while it
+/// opened them: each time a removal must have run in between, which takes
+/// the host longer than an open, so this bound is never reached unless the
+/// directory keeps being replaced by something else.
+const REOPENS: usize = 64;
+
 /// Open and map this process's own books (`file::open_shared`), holding
 /// their users lock, and keep their descriptor (`owner::adopt`).
 pub(super) fn open_own() -> Res<&'static Layout> {
     let (worker, private) = worker_of(my_pid())?;
-    for attempt in 0..3 {
-        let (file, path) = match open(&worker, Some(private)) {
-            Ok(Some(opened)) => opened,
-            Ok(None) => continue,
-            // A private worker's directory the host removed while this
-            // process opened it: open it anew.
-            Err(_) if private && attempt < 2 => continue,
-            Err(e) => return Err(e),
+    for _ in 0..REOPENS {
+        // None: the directory was removed meanwhile (the host ended the
+        // worker, or a private worker's unused books): open it anew, to
+        // join the books that are there now or make the new worker's.
+        let Some((file, path)) = open(&worker, Some(private))? else {
+            continue;
         };
         owner::hold_users(std::os::fd::AsRawFd::as_raw_fd(&file))?;
-        // Removed (a private worker's, by the host) before the lock was
-        // held: open it anew.
+        // Removed before the lock was held: open it anew.
         let meta = file
             .metadata()
             .map_err(|e| Error::io("cannot stat", &path, e))?;
@@ -249,9 +278,7 @@ pub(super) fn open_own() -> Res<&'static Layout> {
         owner::adopt(file, &path)?;
         return Ok(l);
     }
-    Err(Error::OperationFailed(format!(
-        "the books of worker {worker:?} keep disappearing"
-    )))
+    Err(disappearing(&worker))
 }
 
 /// A worker's books: this process's own mapping, or another worker's as
@@ -280,6 +307,15 @@ impl Books {
             Books::Kept(k) => k.with(f),
         }
     }
+
+    /// Whether these books were removed (or replaced) since they were
+    /// mapped: another worker's whose path names another file now.
+    fn removed(&self) -> bool {
+        match self {
+            Books::Own(_) => false,
+            Books::Kept(k) => k.removed(),
+        }
+    }
 }
 
 /// Run `f` on the books of process `pid`'s worker and the slot there of
@@ -287,9 +323,35 @@ impl Books {
 pub(super) fn on_device_of<T>(
     pid: i32,
     uuid: &str,
-    f: impl FnOnce(&Layout, usize) -> Res<T>,
+    mut f: impl FnMut(&Layout, usize) -> Res<T>,
 ) -> Res<T> {
-    books_of_pid(pid, true)?.with(|b| f(b, devices::slot_for(b, pid, uuid)?))
+    with_books_of_pid(pid, true, |b| f(b, devices::slot_for(b, pid, uuid)?)).map(|(_, t)| t)
+}
+
+/// Run `f` on the books of process `pid`'s worker ([`books_of_pid`]), and
+/// again on the books there now when these were removed under it (the
+/// host ending the worker, or another thread removing a private worker's
+/// books while they were unused: a call holds the books from its first
+/// lock byte on, `kept::lent_fd`, so `f` had written nothing that counts).
+/// Returns the books `f` ran on with its result.
+pub(super) fn with_books_of_pid<T>(
+    pid: i32,
+    cold: bool,
+    mut f: impl FnMut(&Layout) -> Res<T>,
+) -> Res<(Books, T)> {
+    let mut left = REOPENS;
+    loop {
+        let b = books_of_pid(pid, cold)?;
+        left -= 1;
+        match b.with(&mut f) {
+            Err(_) if left > 0 && b.removed() => {}
+            r => return r.map(|t| (b, t)),
+        }
+    }
+}
+
+fn disappearing(worker: &str) -> Error {
+    Error::OperationFailed(format!("the books of worker {worker:?} keep disappearing"))
 }
 
 /// Whether `pid` is this process's (the remembered slot's pid first: no
@@ -301,7 +363,7 @@ pub(super) fn is_own(pid: i32) -> bool {
 
 /// The books of process `pid`'s worker (created if new); `cold`: this
 /// process's own checked for truncation first (`owner::check_size`).
-pub(super) fn books_of_pid(pid: i32, cold: bool) -> Res<Books> {
+fn books_of_pid(pid: i32, cold: bool) -> Res<Books> {
     if is_own(pid) {
         let l = shared()?;
         if cold {
@@ -313,17 +375,14 @@ pub(super) fn books_of_pid(pid: i32, cold: bool) -> Res<Books> {
     if let Some(b) = own_if_named(&worker)? {
         return Ok(b);
     }
-    if let Some(k) = super::kept::books(&worker)? {
-        return Ok(Books::Kept(k));
+    for _ in 0..REOPENS {
+        if let Some(k) = super::kept::books(&worker)? {
+            return Ok(Books::Kept(k));
+        }
+        // Made now; removed meanwhile (see [`with_books_of_pid`]): made again.
+        open(&worker, Some(private))?;
     }
-    open(&worker, Some(private))?;
-    super::kept::books(&worker)?
-        .map(Books::Kept)
-        .ok_or_else(|| {
-            Error::Internal(format!(
-                "the books of worker {worker:?} vanished as they were made"
-            ))
-        })
+    Err(disappearing(&worker))
 }
 
 /// The books of `worker`; None when it has none.
@@ -443,8 +502,18 @@ pub(super) fn remove_unused_if(
     ));
     match std::fs::rename(dir, &gone) {
         Ok(()) => {
-            if let Err(e) = std::fs::remove_dir_all(&gone) {
-                skip(&gone, &format!("cannot be removed ({e})"));
+            // An opener's file creation under way at the rename may still
+            // put its temporary file there (`file::create`) while the
+            // directory is being emptied: none can start after the
+            // rename, so the next try empties it.
+            let mut tries = 8;
+            while let Err(e) = std::fs::remove_dir_all(&gone) {
+                tries -= 1;
+                if tries == 0 {
+                    skip(&gone, &format!("cannot be removed ({e})"));
+                    break;
+                }
+                std::thread::yield_now();
             }
             Unused::Removed
         }
