@@ -782,7 +782,9 @@ CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) {
 static int capture_alloc(CUstream s, int dev, unsigned long long bytes, CUdeviceptr *p,
                          CUresult *r);
 static int capture_free(CUstream s, CUdeviceptr p, CUresult *r);
-/* A stream-ordered allocation from `pool` (NULL: the current device's pool). */
+static CUresult stream_dev(CUstream s, int *dev); /* cuda_runtime.inc */
+/* A stream-ordered allocation from `pool` (NULL: the current pool of the
+ * stream's device). */
 static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long bytes,
                            CUmemoryPool pool, CUstream s) {
   int dev;
@@ -790,6 +792,8 @@ static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long by
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = current_dev(&dev);
+  if (r == CUDA_SUCCESS && !pool)
+    r = stream_dev(s, &dev);
   if (r != CUDA_SUCCESS)
     return r;
   if (pool && (dev = pool_dev(pool)) < 0)
@@ -1149,6 +1153,8 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuStreamCreate", (void *)cuStreamCreate, 2000, 0},
     {"cuStreamCreateWithPriority", (void *)cuStreamCreateWithPriority, 5050, 0},
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2, 4000, 0},
+    {"cuStreamGetDevice", (void *)cuStreamGetDevice, 12080, 0},
+    {"cuStreamGetDevice", (void *)cuStreamGetDevice_ptsz, 12080, PT},
     {"cuStreamQuery", (void *)cuStreamQuery, 2000, 0},
     {"cuStreamQuery", (void *)cuStreamQuery, 7000, PT},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize, 2000, 0},

@@ -31,6 +31,8 @@
  *                      thread), printf FIFO and malloc heap are charged
  *                      before the driver takes them, lowering gives back,
  *                      the context's end gives all back
+ *            stream    cuMemAllocAsync on a stream of device 0 while device 1
+ *                      is current is charged to device 0
  *            pools13   CUDA 13's location-based pool calls: device 0's pool,
  *                      got by its location while device 1 is current, is
  *                      charged to device 0 */
@@ -674,6 +676,29 @@ static void scenario_ctxlimit(void) {
       "the pending launches' buffer is not documented: not charged");
 }
 
+static void scenario_stream(void) {
+  CUcontext c0 = context(0);
+  base_used = 0;
+  base_used = held();
+  size_t half = (size_t)L / 2, g = 2 * MIB;
+  CUstream s0 = NULL;
+  CUdeviceptr p = 0, q = 0;
+  EXPECT(A.StreamCreate(&s0, 0), CUDA_SUCCESS); /* device 0's */
+  CUcontext c1 = context(1);
+  EXPECT(A.MemAllocAsync(&p, half, s0), CUDA_SUCCESS);
+  REFUSED(A.MemAllocAsync(&q, half + g, s0));
+  EXPECT(A.MemAllocAsync(&q, half + g, NULL), CUDA_SUCCESS); /* device 1: no limit */
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "allocated on device 0's stream from device 1");
+  EXPECT(A.MemFreeAsync(p, s0), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
+  row("`cuMemAllocAsync` on a stream of another device",
+      "on the stream's device (`cuStreamGetDevice`; the default streams: the current context's)",
+      "with its free", "–");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -694,6 +719,8 @@ int main(int argc, char **argv) {
     scenario_graph();
   } else if (strcmp(argv[2], "ctxlimit") == 0) {
     scenario_ctxlimit();
+  } else if (strcmp(argv[2], "stream") == 0) {
+    scenario_stream();
   } else if (strcmp(argv[2], "pools13") == 0) {
     scenario_pools13();
   } else {

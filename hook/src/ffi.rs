@@ -414,6 +414,7 @@ table!(Cu, CUDA_HOOKS {
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
     CtxGetLimit = c"cuCtxGetLimit" => NONE,
+    StreamGetDevice = c"cuStreamGetDevice" => NONE,
     DeviceGetAttribute = c"cuDeviceGetAttribute" => NONE,
     GraphGetNodes = c"cuGraphGetNodes" => NONE,
     GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
@@ -595,6 +596,16 @@ impl Driver for Cuda {
         }
     }
 
+    fn stream_device(&self, stream: u64) -> Option<i32> {
+        type F = unsafe extern "C" fn(CUstream, *mut CUdevice) -> CuResult;
+        let mut d: CUdevice = 0;
+        // SAFETY: cuStreamGetDevice(CUstream, CUdevice*) with the program's
+        // stream and a valid out-pointer.
+        let r =
+            unsafe { CUDA.real::<F>(Cu::StreamGetDevice as usize)?(stream as CUstream, &mut d) };
+        (r == CUDA_SUCCESS).then_some(d)
+    }
+
     fn uuid(&self, ordinal: i32) -> Option<[u8; 16]> {
         type F = unsafe extern "C" fn(*mut [u8; 16], CUdevice) -> CuResult;
         let mut u = [0u8; 16];
@@ -769,8 +780,10 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_uint, bytesize: c_uint) -> CuRe
 }
 pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, Target::Context, flags: c_uint);
 // Stream-ordered: from the current pool of the stream's device.
-pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, Target::Current, stream: CUstream);
-pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, Target::Current, stream: CUstream);
+pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, Target::Stream(stream as u64),
+               stream: CUstream);
+pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, Target::Stream(stream as u64),
+               stream: CUstream);
 
 /// The allocations from a pool: charged to the pool's device; a pool in
 /// host memory takes no device memory (see `memory.rs`, pools).

@@ -51,6 +51,8 @@ pub trait Driver {
     fn current_context(&self) -> u64;
     /// The 16 UUID bytes of a device.
     fn uuid(&self, ordinal: i32) -> Option<[u8; 16]>;
+    /// The device of a stream the program created (`cuStreamGetDevice`).
+    fn stream_device(&self, stream: u64) -> Option<i32>;
 }
 
 /// The name spaces of things an allocation returns.
@@ -166,6 +168,10 @@ pub enum Target {
     Context,
     /// On the current context's device, outliving the context (a pool's).
     Current,
+    /// On a stream's device (the default streams, 0, 1 and 2: the current
+    /// context's), outliving the context: `cuMemAllocAsync`, from the
+    /// current pool of the stream's device.
+    Stream(u64),
     /// On a device the call names (cuMemCreate, a pool's device).
     Ordinal(i32),
 }
@@ -209,6 +215,8 @@ pub fn allocate_with(
     let (ordinal, ctx) = match target {
         Target::Context => (drv.current_device(), drv.current_context()),
         Target::Current => (drv.current_device(), 0),
+        Target::Stream(s) if s > 2 => (drv.stream_device(s), 0),
+        Target::Stream(_) => (drv.current_device(), 0),
         Target::Ordinal(o) => (Some(o), 0),
     };
     let device = match ordinal {
