@@ -564,8 +564,7 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
 CUresult cuCtxDestroy(CUcontext c) { /* v1, before 4.0 */
   return cuCtxDestroy_v2(c);
 }
-CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-  count(__func__);
+static CUresult primary_retain(CUcontext *c, CUdevice d) {
   CUresult r = device_call(c, d);
   if (r != CUDA_SUCCESS)
     return r;
@@ -578,6 +577,10 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     *c = &primary[d];
   }
   return r;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  count(__func__);
+  return primary_retain(c, d);
 }
 static void cls_end(CUcontext c); /* cuda_runtime.inc */
 /* The primary context's reservation ends with its last reference. */
@@ -997,6 +1000,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_graphmem.inc"
 #include "cuda_location_pools.inc"
 #include "cuda_ctx_limits.inc"
+#include "cuda_green.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -1154,6 +1158,8 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuStreamCreateWithPriority", (void *)cuStreamCreateWithPriority, 5050, 0},
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2, 4000, 0},
     {"cuStreamGetDevice", (void *)cuStreamGetDevice, 12080, 0},
+    {"cuGreenCtxCreate", (void *)cuGreenCtxCreate, 12040, 0},
+    {"cuGreenCtxDestroy", (void *)cuGreenCtxDestroy, 12040, 0},
     {"cuStreamGetDevice", (void *)cuStreamGetDevice_ptsz, 12080, PT},
     {"cuStreamQuery", (void *)cuStreamQuery, 2000, 0},
     {"cuStreamQuery", (void *)cuStreamQuery, 7000, PT},

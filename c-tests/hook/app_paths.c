@@ -33,6 +33,9 @@
  *                      the context's end gives all back
  *            stream    cuMemAllocAsync on a stream of device 0 while device 1
  *                      is current is charged to device 0
+ *            green     a green context retains its device's primary context:
+ *                      the primary context's reservation is charged until
+ *                      the green context is destroyed
  *            pools13   CUDA 13's location-based pool calls: device 0's pool,
  *                      got by its location while device 1 is current, is
  *                      charged to device 0 */
@@ -131,6 +134,9 @@ static struct {
   CUresult (*CtxSetLimit)(int, size_t);
   CUresult (*CtxGetLimit)(size_t *, int);
   CUresult (*PrimaryCtxReset)(CUdevice);
+  CUresult (*PrimaryCtxRelease)(CUdevice);
+  CUresult (*GreenCtxCreate)(void **, void *, CUdevice, unsigned);
+  CUresult (*GreenCtxDestroy)(void *);
   CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
   CUresult (*MemGetDefaultMemPool)(void **, CUmemLocation *, int);
   CUresult (*MemGetMemPool)(void **, CUmemLocation *, int);
@@ -223,6 +229,10 @@ static void resolve(void) {
   A.CtxSetLimit = get("cuCtxSetLimit", 3010, "cuCtxSetLimit", NULL);
   A.CtxGetLimit = get("cuCtxGetLimit", 3010, "cuCtxGetLimit", NULL);
   A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2", NULL);
+  A.PrimaryCtxRelease =
+      get("cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", NULL);
+  A.GreenCtxCreate = get("cuGreenCtxCreate", 12040, "cuGreenCtxCreate", NULL);
+  A.GreenCtxDestroy = get("cuGreenCtxDestroy", 12040, "cuGreenCtxDestroy", NULL);
   A.DeviceGetAttribute = get("cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", NULL);
   A.MemGetDefaultMemPool = get("cuMemGetDefaultMemPool", 13000, "cuMemGetDefaultMemPool", NULL);
   A.MemGetMemPool = get("cuMemGetMemPool", 13000, "cuMemGetMemPool", NULL);
@@ -699,6 +709,30 @@ static void scenario_stream(void) {
       "with its free", "–");
 }
 
+static void scenario_green(void) {
+  /* Contexts reserve R here (the fake's reservation, measured through NVML). */
+  const unsigned long long R = 64 * MIB;
+  setenv("FAKE_CUDA_CTX_RESERVE", "67108864", 1);
+  base_used = 0;
+  base_used = held();
+  void *g = NULL;
+  EXPECT(A.GreenCtxCreate(&g, NULL, 0, 0), CUDA_SUCCESS);
+  CHECK(held() == R, "%s: the green context retained the primary context (%llu)", way, held());
+  context(0); /* a second reference: nothing new */
+  BOOKED(R, R, "a green context and the primary context it retained");
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT(A.GreenCtxDestroy(g), CUDA_SUCCESS);
+  CHECK(held() == 0, "%s: its destruction released the primary context (%llu)", way, held());
+  context(0);
+  BOOKED(R, R, "the primary context retained again: charged once");
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  row("`cuGreenCtxCreate`",
+      "the device's primary context it retains: its reservation with the first reference (as "
+      "for contexts)",
+      "with the primary context's last reference (`cuGreenCtxDestroy` releases one)",
+      "the reservation as measured through NVML (contexts)");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -721,6 +755,8 @@ int main(int argc, char **argv) {
     scenario_ctxlimit();
   } else if (strcmp(argv[2], "stream") == 0) {
     scenario_stream();
+  } else if (strcmp(argv[2], "green") == 0) {
+    scenario_green();
   } else if (strcmp(argv[2], "pools13") == 0) {
     scenario_pools13();
   } else {

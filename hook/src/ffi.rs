@@ -371,6 +371,8 @@ table!(Cu, CUDA_HOOKS {
     GraphExecDestroy = c"cuGraphExecDestroy" => graphs::cuGraphExecDestroy as *const c_void,
     DeviceGraphMemTrim = c"cuDeviceGraphMemTrim" => graphs::cuDeviceGraphMemTrim as *const c_void,
     CtxSetLimit = c"cuCtxSetLimit" => cuCtxSetLimit as *const c_void,
+    GreenCtxCreate = c"cuGreenCtxCreate" => cuGreenCtxCreate as *const c_void,
+    GreenCtxDestroy = c"cuGreenCtxDestroy" => cuGreenCtxDestroy as *const c_void,
     ArrayDestroy = c"cuArrayDestroy" => cuArrayDestroy as *const c_void,
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
@@ -527,6 +529,7 @@ extern "C" fn before_fork() {
     crate::vmm::BOOKS.lock_for_fork();
     crate::graphs::BOOKS.lock_for_fork();
     crate::ctxlimits::BASELINES.lock_for_fork();
+    context::GREEN.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -540,6 +543,7 @@ extern "C" fn after_fork_parent() {
     unsafe { crate::vmm::BOOKS.mutex().force_unlock() };
     unsafe { crate::graphs::BOOKS.mutex().force_unlock() };
     unsafe { crate::ctxlimits::BASELINES.mutex().force_unlock() };
+    unsafe { context::GREEN.mutex().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -553,6 +557,7 @@ extern "C" fn after_fork_child() {
     crate::vmm::BOOKS.forget();
     crate::graphs::BOOKS.forget();
     crate::ctxlimits::BASELINES.forget();
+    context::GREEN.forget();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -1135,6 +1140,45 @@ primary_end!(cuDevicePrimaryCtxRelease_v2, Cu::PrimaryCtxReleaseV2, false);
 primary_end!(cuDevicePrimaryCtxReset_v2, Cu::PrimaryCtxResetV2, true);
 primary_end!(cuDevicePrimaryCtxRelease, Cu::PrimaryCtxRelease, false);
 primary_end!(cuDevicePrimaryCtxReset, Cu::PrimaryCtxReset, true);
+
+// ---- green contexts: each retains its device's primary context ------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGreenCtxCreate(
+    green: *mut *mut c_void,
+    desc: *mut c_void,
+    dev: CUdevice,
+    flags: c_uint,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, CUdevice, c_uint) -> CuResult;
+    type Destroy = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    let real = real_or_return!(Cu::GreenCtxCreate, F);
+    if green.is_null() {
+        return real(green, desc, dev, flags);
+    }
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        context::green_created(
+            &Cuda,
+            dev,
+            || real(green, desc, dev, flags),
+            || *green as u64,
+            || {
+                if let Some(destroy) = CUDA.real::<Destroy>(Cu::GreenCtxDestroy as usize) {
+                    destroy(*green);
+                }
+            },
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGreenCtxDestroy(green: *mut c_void) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    let real = real_or_return!(Cu::GreenCtxDestroy, F);
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        context::green_destroyed(green as u64, || real(green))
+    })
+}
 
 // ---- context limits ---------------------------------------------------------------------
 
