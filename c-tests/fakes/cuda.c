@@ -570,8 +570,7 @@ CUresult cuCtxDestroy_v2(CUcontext c) {
 CUresult cuCtxDestroy(CUcontext c) { /* v1, before 4.0 */
   return cuCtxDestroy_v2(c);
 }
-CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-  count(__func__);
+static CUresult primary_retain(CUcontext *c, CUdevice d) {
   CUresult r = device_call(c, d);
   if (r != CUDA_SUCCESS)
     return r;
@@ -584,6 +583,10 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     *c = &primary[d];
   }
   return r;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  count(__func__);
+  return primary_retain(c, d);
 }
 static void cls_end(CUcontext c); /* cuda_runtime.inc */
 /* The primary context's reservation ends with its last reference. */
@@ -915,8 +918,10 @@ CUresult cuDeviceSetMemPool(CUdevice d, CUmemoryPool pool) {
 static int capture_alloc(CUstream s, int dev, unsigned long long bytes, CUdeviceptr *p,
                          CUresult *r);
 static int capture_free(CUstream s, CUdeviceptr p, CUresult *r);
-/* A stream-ordered allocation from `pool` (NULL: the current device's
- * pool): from its reserved bytes not in use, the pool growing by the rest. */
+static CUresult stream_dev(CUstream s, int *dev); /* cuda_runtime.inc */
+/* A stream-ordered allocation from `pool` (NULL: the current pool of the
+ * stream's device): from its reserved bytes not in use, the pool growing by
+ * the rest. */
 static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long bytes,
                            CUmemoryPool pool, CUstream s) {
   int dev;
@@ -924,6 +929,8 @@ static CUresult alloc_pool(const char *fn, CUdeviceptr *p, unsigned long long by
   if (!p)
     return CUDA_ERROR_INVALID_VALUE;
   CUresult r = current_dev(&dev);
+  if (r == CUDA_SUCCESS && !pool)
+    r = stream_dev(s, &dev);
   if (r != CUDA_SUCCESS)
     return r;
   pthread_mutex_lock(&mu);
@@ -1209,6 +1216,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_graphmem.inc"
 #include "cuda_location_pools.inc"
 #include "cuda_ctx_limits.inc"
+#include "cuda_green.inc"
 
 /* ---- cuGetProcAddress ---- */
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
@@ -1384,6 +1392,10 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuStreamCreate", (void *)cuStreamCreate, 2000, 0},
     {"cuStreamCreateWithPriority", (void *)cuStreamCreateWithPriority, 5050, 0},
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2, 4000, 0},
+    {"cuStreamGetDevice", (void *)cuStreamGetDevice, 12080, 0},
+    {"cuGreenCtxCreate", (void *)cuGreenCtxCreate, 12040, 0},
+    {"cuGreenCtxDestroy", (void *)cuGreenCtxDestroy, 12040, 0},
+    {"cuStreamGetDevice", (void *)cuStreamGetDevice_ptsz, 12080, PT},
     {"cuStreamQuery", (void *)cuStreamQuery, 2000, 0},
     {"cuStreamQuery", (void *)cuStreamQuery, 7000, PT},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize, 2000, 0},

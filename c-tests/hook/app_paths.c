@@ -31,6 +31,11 @@
  *                      thread), printf FIFO and malloc heap are charged
  *                      before the driver takes them, lowering gives back,
  *                      the context's end gives all back
+ *            stream    cuMemAllocAsync on a stream of device 0 while device 1
+ *                      is current is charged to device 0
+ *            green     a green context retains its device's primary context:
+ *                      the primary context's reservation is charged until
+ *                      the green context is destroyed
  *            pools13   CUDA 13's location-based pool calls: device 0's pool,
  *                      got by its location while device 1 is current, is
  *                      charged to device 0 */
@@ -129,6 +134,9 @@ static struct {
   CUresult (*CtxSetLimit)(int, size_t);
   CUresult (*CtxGetLimit)(size_t *, int);
   CUresult (*PrimaryCtxReset)(CUdevice);
+  CUresult (*PrimaryCtxRelease)(CUdevice);
+  CUresult (*GreenCtxCreate)(void **, void *, CUdevice, unsigned);
+  CUresult (*GreenCtxDestroy)(void *);
   CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
   CUresult (*MemGetDefaultMemPool)(void **, CUmemLocation *, int);
   CUresult (*MemGetMemPool)(void **, CUmemLocation *, int);
@@ -222,6 +230,10 @@ static void resolve(void) {
   A.CtxSetLimit = get("cuCtxSetLimit", 3010, "cuCtxSetLimit", NULL);
   A.CtxGetLimit = get("cuCtxGetLimit", 3010, "cuCtxGetLimit", NULL);
   A.PrimaryCtxReset = get("cuDevicePrimaryCtxReset", 11000, "cuDevicePrimaryCtxReset_v2", NULL);
+  A.PrimaryCtxRelease =
+      get("cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2", NULL);
+  A.GreenCtxCreate = get("cuGreenCtxCreate", 12040, "cuGreenCtxCreate", NULL);
+  A.GreenCtxDestroy = get("cuGreenCtxDestroy", 12040, "cuGreenCtxDestroy", NULL);
   A.DeviceGetAttribute = get("cuDeviceGetAttribute", 2000, "cuDeviceGetAttribute", NULL);
   A.MemGetDefaultMemPool = get("cuMemGetDefaultMemPool", 13000, "cuMemGetDefaultMemPool", NULL);
   A.MemGetMemPool = get("cuMemGetMemPool", 13000, "cuMemGetMemPool", NULL);
@@ -678,6 +690,54 @@ static void scenario_ctxlimit(void) {
       "the pending launches' buffer is not documented: not charged");
 }
 
+static void scenario_stream(void) {
+  CUcontext c0 = context(0);
+  base_used = 0;
+  base_used = held();
+  size_t half = (size_t)L / 2, g = 2 * MIB;
+  CUstream s0 = NULL;
+  CUdeviceptr p = 0, q = 0;
+  EXPECT(A.StreamCreate(&s0, 0), CUDA_SUCCESS); /* device 0's */
+  CUcontext c1 = context(1);
+  EXPECT(A.MemAllocAsync(&p, half, s0), CUDA_SUCCESS);
+  REFUSED(A.MemAllocAsync(&q, half + g, s0));
+  EXPECT(A.MemAllocAsync(&q, half + g, NULL), CUDA_SUCCESS); /* device 1: no limit */
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "allocated on device 0's stream from device 1");
+  EXPECT(A.MemFreeAsync(p, s0), CUDA_SUCCESS);
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS); /* the pool releases what it kept */
+  BOOKED(0, 0, "freed and released by the pool");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(q, NULL), CUDA_SUCCESS);
+  row("`cuMemAllocAsync` on a stream of another device",
+      "on the stream's device (`cuStreamGetDevice`; the default streams: the current context's)",
+      "when its pool releases the free (a synchronization, a trim)", "–");
+}
+
+static void scenario_green(void) {
+  /* Contexts reserve R here (the fake's reservation, measured through NVML). */
+  const unsigned long long R = 64 * MIB;
+  setenv("FAKE_CUDA_CTX_RESERVE", "67108864", 1);
+  base_used = 0;
+  base_used = held();
+  void *g = NULL;
+  EXPECT(A.GreenCtxCreate(&g, NULL, 0, 0), CUDA_SUCCESS);
+  CHECK(held() == R, "%s: the green context retained the primary context (%llu)", way, held());
+  context(0); /* a second reference: nothing new */
+  BOOKED(R, R, "a green context and the primary context it retained");
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  EXPECT(A.GreenCtxDestroy(g), CUDA_SUCCESS);
+  CHECK(held() == 0, "%s: its destruction released the primary context (%llu)", way, held());
+  context(0);
+  BOOKED(R, R, "the primary context retained again: charged once");
+  EXPECT(A.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  row("`cuGreenCtxCreate`",
+      "the device's primary context it retains: its reservation with the first reference (as "
+      "for contexts)",
+      "with the primary context's last reference (`cuGreenCtxDestroy` releases one)",
+      "the reservation as measured through NVML (contexts)");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -698,6 +758,10 @@ int main(int argc, char **argv) {
     scenario_graph();
   } else if (strcmp(argv[2], "ctxlimit") == 0) {
     scenario_ctxlimit();
+  } else if (strcmp(argv[2], "stream") == 0) {
+    scenario_stream();
+  } else if (strcmp(argv[2], "green") == 0) {
+    scenario_green();
   } else if (strcmp(argv[2], "pools13") == 0) {
     scenario_pools13();
   } else {

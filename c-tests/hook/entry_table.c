@@ -45,6 +45,7 @@ static const char *const must_wrap[] = {
     "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
     "cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
     "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2",
+    "cuGreenCtxCreate", "cuGreenCtxDestroy",
     /* launch */
     "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
     "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuGraphLaunch",

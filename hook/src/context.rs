@@ -35,9 +35,11 @@
 //! (fail-closed refuses allocations, `limits.rs`).
 
 use crate::devices;
+use crate::forksafe::ForkSafe;
 use crate::limits::{self, Verdict};
 use crate::memory::{self, CuResult, Driver, Kind, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use parking_lot::Mutex;
+use std::collections::HashMap;
 
 /// What context accounting needs from the driver beyond [`Driver`].
 pub trait Contexts: Driver {
@@ -115,9 +117,10 @@ pub fn destroy(ctx: u64, call: impl FnOnce() -> CuResult) -> CuResult {
     memory::free_context(Kind::Context, ctx, ctx, call)
 }
 
-/// `cuDevicePrimaryCtxRetain`: the process's first reference is charged
-/// ([`create`]); `handle` reads the context the driver returned; `release`
-/// undoes a refused one.
+/// `cuDevicePrimaryCtxRetain` (and `cuGreenCtxCreate`, which retains the
+/// device's primary context): the process's first reference is charged
+/// ([`create`]); `handle` reads the context the driver returned (0: none
+/// named); `release` undoes a refused one.
 pub fn retain(
     drv: &impl Contexts,
     ordinal: i32,
@@ -137,7 +140,11 @@ pub fn retain(
     };
     if r == CUDA_SUCCESS {
         p.refs += 1;
-        p.ctx = handle();
+        // 0: a reference that does not name the context (a green context's).
+        let h = handle();
+        if h != 0 {
+            p.ctx = h;
+        }
     }
     r
 }
@@ -165,6 +172,40 @@ pub fn release(ordinal: i32, all: bool, call: impl FnOnce() -> CuResult) -> CuRe
         }
     }
     r
+}
+
+/// Each live green context's device: its destruction releases that
+/// device's primary context.
+pub static GREEN: ForkSafe<HashMap<u64, i32>> = ForkSafe::new();
+
+/// `cuGreenCtxCreate` on `ordinal`: a reference to its primary context.
+pub fn green_created(
+    drv: &impl Contexts,
+    ordinal: i32,
+    call: impl FnOnce() -> CuResult,
+    handle: impl FnOnce() -> u64,
+    destroy: impl FnOnce(),
+) -> CuResult {
+    let r = retain(drv, ordinal, call, || 0, destroy);
+    if r == CUDA_SUCCESS && limits::active() {
+        let green = handle();
+        GREEN.with(|g| g.insert(green, ordinal));
+    }
+    r
+}
+
+/// `cuGreenCtxDestroy(green)`: its primary context's reference ends.
+pub fn green_destroyed(green: u64, call: impl FnOnce() -> CuResult) -> CuResult {
+    match GREEN.with(|g| g.get(&green).copied()) {
+        Some(ordinal) => {
+            let r = release(ordinal, false, call);
+            if r == CUDA_SUCCESS {
+                GREEN.with(|g| g.remove(&green));
+            }
+            r
+        }
+        None => call(),
+    }
 }
 
 /// Before `fork()`: hold both locks so the child copies neither mid-update.

@@ -371,6 +371,8 @@ table!(Cu, CUDA_HOOKS {
     GraphExecDestroy = c"cuGraphExecDestroy" => graphs::cuGraphExecDestroy as *const c_void,
     DeviceGraphMemTrim = c"cuDeviceGraphMemTrim" => graphs::cuDeviceGraphMemTrim as *const c_void,
     CtxSetLimit = c"cuCtxSetLimit" => cuCtxSetLimit as *const c_void,
+    GreenCtxCreate = c"cuGreenCtxCreate" => cuGreenCtxCreate as *const c_void,
+    GreenCtxDestroy = c"cuGreenCtxDestroy" => cuGreenCtxDestroy as *const c_void,
     ArrayDestroy = c"cuArrayDestroy" => cuArrayDestroy as *const c_void,
     MipmappedArrayDestroy = c"cuMipmappedArrayDestroy" => cuMipmappedArrayDestroy as *const c_void,
     MemGetInfoV2 = c"cuMemGetInfo_v2" => cuMemGetInfo_v2 as *const c_void,
@@ -422,6 +424,7 @@ table!(Cu, CUDA_HOOKS {
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
     DeviceGetUuid = c"cuDeviceGetUuid" => NONE,
     CtxGetLimit = c"cuCtxGetLimit" => NONE,
+    StreamGetDevice = c"cuStreamGetDevice" => NONE,
     DeviceGetAttribute = c"cuDeviceGetAttribute" => NONE,
     GraphGetNodes = c"cuGraphGetNodes" => NONE,
     GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
@@ -552,6 +555,7 @@ extern "C" fn before_fork() {
     crate::vmm::BOOKS.lock_for_fork();
     crate::graphs::BOOKS.lock_for_fork();
     crate::ctxlimits::BASELINES.lock_for_fork();
+    context::GREEN.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -565,6 +569,7 @@ extern "C" fn after_fork_parent() {
     unsafe { crate::vmm::BOOKS.mutex().force_unlock() };
     unsafe { crate::graphs::BOOKS.mutex().force_unlock() };
     unsafe { crate::ctxlimits::BASELINES.mutex().force_unlock() };
+    unsafe { context::GREEN.mutex().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -578,6 +583,7 @@ extern "C" fn after_fork_child() {
     crate::vmm::BOOKS.forget();
     crate::graphs::BOOKS.forget();
     crate::ctxlimits::BASELINES.forget();
+    context::GREEN.forget();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -619,6 +625,16 @@ impl Driver for Cuda {
         } else {
             0
         }
+    }
+
+    fn stream_device(&self, stream: u64) -> Option<i32> {
+        type F = unsafe extern "C" fn(CUstream, *mut CUdevice) -> CuResult;
+        let mut d: CUdevice = 0;
+        // SAFETY: cuStreamGetDevice(CUstream, CUdevice*) with the program's
+        // stream and a valid out-pointer.
+        let r =
+            unsafe { CUDA.real::<F>(Cu::StreamGetDevice as usize)?(stream as CUstream, &mut d) };
+        (r == CUDA_SUCCESS).then_some(d)
     }
 
     fn uuid(&self, ordinal: i32) -> Option<[u8; 16]> {
@@ -798,10 +814,10 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut c_uint, bytesize: c_uint) -> CuRe
 }
 pointer_alloc!(cuMemAllocManaged, Cu::MemAllocManaged, Target::Context, flags: c_uint);
 // Stream-ordered: from the current pool of the stream's device.
-pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync,
-               Target::Pool(pools::current_pool(stream, false), None), stream: CUstream);
-pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz,
-               Target::Pool(pools::current_pool(stream, true), None), stream: CUstream);
+pointer_alloc!(cuMemAllocAsync, Cu::MemAllocAsync, pools::stream_pool(stream, false),
+               stream: CUstream);
+pointer_alloc!(cuMemAllocAsync_ptsz, Cu::MemAllocAsyncPtsz, pools::stream_pool(stream, true),
+               stream: CUstream);
 
 /// The allocations from a pool: charged to the pool's device; a pool in
 /// host memory takes no device memory (see `memory.rs`, pools).
@@ -1159,6 +1175,45 @@ primary_end!(cuDevicePrimaryCtxRelease_v2, Cu::PrimaryCtxReleaseV2, false);
 primary_end!(cuDevicePrimaryCtxReset_v2, Cu::PrimaryCtxResetV2, true);
 primary_end!(cuDevicePrimaryCtxRelease, Cu::PrimaryCtxRelease, false);
 primary_end!(cuDevicePrimaryCtxReset, Cu::PrimaryCtxReset, true);
+
+// ---- green contexts: each retains its device's primary context ------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGreenCtxCreate(
+    green: *mut *mut c_void,
+    desc: *mut c_void,
+    dev: CUdevice,
+    flags: c_uint,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, CUdevice, c_uint) -> CuResult;
+    type Destroy = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    let real = real_or_return!(Cu::GreenCtxCreate, F);
+    if green.is_null() {
+        return real(green, desc, dev, flags);
+    }
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        context::green_created(
+            &Cuda,
+            dev,
+            || real(green, desc, dev, flags),
+            || *green as u64,
+            || {
+                if let Some(destroy) = CUDA.real::<Destroy>(Cu::GreenCtxDestroy as usize) {
+                    destroy(*green);
+                }
+            },
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGreenCtxDestroy(green: *mut c_void) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    let real = real_or_return!(Cu::GreenCtxDestroy, F);
+    boundary(CUDA_ERROR_UNKNOWN, || {
+        context::green_destroyed(green as u64, || real(green))
+    })
+}
 
 // ---- context limits ---------------------------------------------------------------------
 

@@ -65,6 +65,8 @@ pub trait Driver {
     fn current_context(&self) -> u64;
     /// The 16 UUID bytes of a device.
     fn uuid(&self, ordinal: i32) -> Option<[u8; 16]>;
+    /// The device of a stream the program created (`cuStreamGetDevice`).
+    fn stream_device(&self, stream: u64) -> Option<i32>;
 }
 
 /// The name spaces of things an allocation returns.
@@ -182,7 +184,7 @@ pub enum Target {
     Context,
     /// On the current context's device, outliving the context (a pool's).
     Current,
-    /// On a device the call names (cuMemCreate).
+    /// On a device the call names (cuMemCreate, a pool's device).
     Ordinal(i32),
     /// From memory pool `.0` (0: one the hook cannot name) on device `.1`
     /// (None: the current one), outliving the context; served first from

@@ -97,15 +97,24 @@ pub(super) fn source(pool: CUmemoryPool, stream: CUstream, per_thread: bool) -> 
     }
 }
 
-/// The current device's current pool, which `cuMemAllocAsync` on `stream`
-/// takes from (0: no worker, the stream captures, or the driver cannot say).
-pub(super) fn current_pool(stream: CUstream, per_thread: bool) -> u64 {
-    if !limits::active() || boundary(true, || capturing(stream, per_thread)) {
-        return 0;
+/// Where `cuMemAllocAsync` on `stream` allocates: the current pool of the
+/// stream's device (the default streams, 0, 1 and 2: the current context's),
+/// pool 0 where there is no worker, the stream captures (the graph owns the
+/// memory) or the driver cannot name it.
+pub(super) fn stream_pool(stream: CUstream, per_thread: bool) -> memory::Target {
+    if !limits::active() {
+        return memory::Target::Pool(0, None);
     }
-    boundary(0, || {
+    let dev = boundary(None, || match stream as u64 {
+        s if s > 2 => Cuda.stream_device(s),
+        _ => Cuda.current_device(),
+    });
+    if boundary(true, || capturing(stream, per_thread)) {
+        return memory::Target::Pool(0, dev);
+    }
+    let pool = boundary(0, || {
         type F = unsafe extern "C" fn(*mut CUmemoryPool, CUdevice) -> CuResult;
-        let Some(dev) = Cuda.current_device() else {
+        let Some(dev) = dev else {
             return 0;
         };
         let mut pool: CUmemoryPool = std::ptr::null_mut();
@@ -117,5 +126,6 @@ pub(super) fn current_pool(stream: CUstream, per_thread: bool) -> u64 {
         }
         memory::pool_at(pool as u64, memory::Place::Device(dev));
         pool as u64
-    })
+    });
+    memory::Target::Pool(pool, dev)
 }
