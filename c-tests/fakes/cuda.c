@@ -276,7 +276,7 @@ static void install_fork_handlers(void) {
   pthread_atfork(lock_books, unlock_books, unlock_books);
 }
 
-enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX }; /* what a key names */
+enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX, K_MODULE, K_LIBRARY }; /* what a key names */
 /* Live allocations: key -> (device, bytes), a linear table; `host` backs a
  * K_PTR allocation once a memcpy has touched it. */
 #define MAXBLK 4096
@@ -650,26 +650,17 @@ CUresult cuCtxSynchronize(void) {
   return r;
 }
 
-/* ---- modules: one per device (PTX text with an entry point), one function each ---- */
+/* ---- modules: one per device (PTX text with an entry point), one function
+ * each; the modules a program loads itself and their globals:
+ * cuda_modules.inc ---- */
 static struct CUmod_st modules[NDEV];
 static struct CUfunc_st functions[NDEV];
-CUresult cuModuleLoadData(CUmodule *m, const void *image) {
-  fake_trace("FAKE_CUDA_TRACE", __func__);
-  int dev;
-  if (!m || !image || !strstr((const char *)image, ".entry"))
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = current_dev(&dev);
-  if (r == CUDA_SUCCESS) {
-    modules[dev].dev = dev;
-    *m = &modules[dev];
-  }
-  return r;
-}
+static int module_loaded(CUmodule m); /* cuda_modules.inc */
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!f || !name)
     return CUDA_ERROR_INVALID_VALUE;
-  if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules)
+  if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules && !module_loaded(m))
     return CUDA_ERROR_INVALID_HANDLE;
   functions[m->dev].mod = m;
   *f = &functions[m->dev];
@@ -1213,6 +1204,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_vmm.inc"
 #include "cuda_launch.inc"
 #include "cuda_runtime.inc"
+#include "cuda_modules.inc"
 #include "cuda_graphmem.inc"
 #include "cuda_location_pools.inc"
 #include "cuda_ctx_limits.inc"
@@ -1251,7 +1243,11 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset, 7000, 0},
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2, 11000, 0},
     {"cuCtxSynchronize", (void *)cuCtxSynchronize, 2000, 0},
+    {"cuModuleLoad", (void *)cuModuleLoad, 2000, 0},
     {"cuModuleLoadData", (void *)cuModuleLoadData, 2000, 0},
+    {"cuModuleLoadDataEx", (void *)cuModuleLoadDataEx, 2010, 0},
+    {"cuModuleLoadFatBinary", (void *)cuModuleLoadFatBinary, 2000, 0},
+    {"cuModuleUnload", (void *)cuModuleUnload, 2000, 0},
     {"cuModuleGetFunction", (void *)cuModuleGetFunction, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
@@ -1339,6 +1335,7 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetName", (void *)cuDeviceGetName, 2000, 0},
     {"cuModuleGetLoadingMode", (void *)cuModuleGetLoadingMode, 11070, 0},
     {"cuLibraryLoadData", (void *)cuLibraryLoadData, 12000, 0},
+    {"cuLibraryLoadFromFile", (void *)cuLibraryLoadFromFile, 12000, 0},
     {"cuLibraryUnload", (void *)cuLibraryUnload, 12000, 0},
     {"cuLibraryGetKernel", (void *)cuLibraryGetKernel, 12000, 0},
     {"cuLibraryGetModule", (void *)cuLibraryGetModule, 12000, 0},

@@ -38,7 +38,13 @@
  *                      the green context is destroyed
  *            pools13   CUDA 13's location-based pool calls: device 0's pool,
  *                      got by its location while device 1 is current, is
- *                      charged to device 0 */
+ *                      charged to device 0
+ *            module    a module's and a library's __device__ globals
+ *                      (cuModuleLoad, cuModuleLoadData[Ex],
+ *                      cuModuleLoadFatBinary, cuLibraryLoadData,
+ *                      cuLibraryLoadFromFile) are charged before the driver
+ *                      loads the image, given back at the unload or with
+ *                      the context */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -162,6 +168,16 @@ static struct {
   CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphDestroy)(CUgraph);
   CUresult (*DeviceGraphMemTrim)(CUdevice);
+  CUresult (*ModuleLoad)(void **, const char *);
+  CUresult (*ModuleLoadData)(void **, const void *);
+  CUresult (*ModuleLoadDataEx)(void **, const void *, unsigned, int *, void **);
+  CUresult (*ModuleLoadFatBinary)(void **, const void *);
+  CUresult (*ModuleUnload)(void *);
+  CUresult (*LibraryLoadData)(void **, const void *, int *, void **, unsigned, int *, void **,
+                              unsigned);
+  CUresult (*LibraryLoadFromFile)(void **, const char *, int *, void **, unsigned, int *,
+                                  void **, unsigned);
+  CUresult (*LibraryUnload)(void *);
   int (*fake_mem)(int, unsigned long long *, unsigned long long *);
   unsigned long long (*fake_calls)(const char *);
 } A;
@@ -261,6 +277,14 @@ static void resolve(void) {
   A.GraphExecDestroy = get("cuGraphExecDestroy", 10000, "cuGraphExecDestroy", NULL);
   A.GraphDestroy = get("cuGraphDestroy", 10000, "cuGraphDestroy", NULL);
   A.DeviceGraphMemTrim = get("cuDeviceGraphMemTrim", 11040, "cuDeviceGraphMemTrim", NULL);
+  A.ModuleLoad = get("cuModuleLoad", 2000, "cuModuleLoad", NULL);
+  A.ModuleLoadData = get("cuModuleLoadData", 2000, "cuModuleLoadData", NULL);
+  A.ModuleLoadDataEx = get("cuModuleLoadDataEx", 2010, "cuModuleLoadDataEx", NULL);
+  A.ModuleLoadFatBinary = get("cuModuleLoadFatBinary", 2000, "cuModuleLoadFatBinary", NULL);
+  A.ModuleUnload = get("cuModuleUnload", 2000, "cuModuleUnload", NULL);
+  A.LibraryLoadData = get("cuLibraryLoadData", 12000, "cuLibraryLoadData", NULL);
+  A.LibraryLoadFromFile = get("cuLibraryLoadFromFile", 12000, "cuLibraryLoadFromFile", NULL);
+  A.LibraryUnload = get("cuLibraryUnload", 12000, "cuLibraryUnload", NULL);
   A.fake_mem = dlsym(lib, "fake_cuda_mem");
   A.fake_calls = dlsym(lib, "fake_cuda_calls");
   if (!A.fake_mem || !A.fake_calls) {
@@ -738,6 +762,90 @@ static void scenario_green(void) {
       "the reservation as measured through NVML (contexts)");
 }
 
+/* PTX whose __device__ globals take `bytes` (a byte array, as nvcc
+ * declares them, and a 64-bit counter), in buf. */
+static const char *ptx_with_globals(char *buf, size_t n, unsigned long long bytes) {
+  snprintf(buf, n,
+           ".version 8.0\n.target sm_80\n.address_size 64\n"
+           ".global .align 4 .b8 table[%llu];\n"
+           ".visible .global .align 8 .u64 counter;\n"
+           ".extern .global .align 4 .b8 elsewhere[4096];\n"
+           ".visible .entry k()\n{\n\tret;\n}\n",
+           bytes - 8);
+  return buf;
+}
+
+static void scenario_module(void) {
+  CUcontext c = context(0);
+  (void)c;
+  base_used = 0;
+  base_used = held();
+  const unsigned long long a = L / 4, b = L / 8;
+  char ptx_a[512], ptx_b[512], big[512];
+  ptx_with_globals(ptx_a, sizeof ptx_a, a);
+  ptx_with_globals(ptx_b, sizeof ptx_b, b);
+  ptx_with_globals(big, sizeof big, L);
+  void *m1 = NULL, *m2 = NULL, *m3 = NULL, *m4 = NULL, *l1 = NULL, *l2 = NULL, *none = NULL;
+  EXPECT(A.ModuleLoadData(&m1, ptx_a), CUDA_SUCCESS);
+  BOOKED(a, a, "cuModuleLoadData's globals");
+  EXPECT(A.ModuleLoadDataEx(&m2, ptx_b, 0, NULL, NULL), CUDA_SUCCESS);
+  BOOKED(a + b, a + b, "cuModuleLoadDataEx's globals");
+  REFUSED(A.ModuleLoadData(&none, big));
+  REFUSED(A.ModuleLoadDataEx(&none, big, 0, NULL, NULL));
+  /* A fat binary: its header, then the PTX. */
+  struct { unsigned magic; unsigned short version, header_size; unsigned long long size; char ptx[512]; } fb;
+  fb.magic = 0xBA55ED50u, fb.version = 1, fb.header_size = 16;
+  ptx_with_globals(fb.ptx, sizeof fb.ptx, b);
+  fb.size = strlen(fb.ptx) + 1;
+  EXPECT(A.ModuleLoadFatBinary(&m3, &fb), CUDA_SUCCESS);
+  BOOKED(a + 2 * b, a + 2 * b, "cuModuleLoadFatBinary's globals");
+  ptx_with_globals(fb.ptx, sizeof fb.ptx, L);
+  fb.size = strlen(fb.ptx) + 1;
+  REFUSED(A.ModuleLoadFatBinary(&none, &fb));
+  EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
+  EXPECT(A.ModuleUnload(m3), CUDA_SUCCESS);
+  BOOKED(b, b, "two modules unloaded");
+  /* From files. */
+  char path_b[64], path_big[64];
+  snprintf(path_b, sizeof path_b, "/tmp/app_paths_%d_b.ptx", (int)getpid());
+  snprintf(path_big, sizeof path_big, "/tmp/app_paths_%d_big.ptx", (int)getpid());
+  FILE *f = fopen(path_b, "w");
+  CHECK(f && fputs(ptx_b, f) >= 0 && fclose(f) == 0, "writing %s", path_b);
+  f = fopen(path_big, "w");
+  CHECK(f && fputs(big, f) >= 0 && fclose(f) == 0, "writing %s", path_big);
+  EXPECT(A.ModuleLoad(&m4, path_b), CUDA_SUCCESS);
+  BOOKED(2 * b, 2 * b, "cuModuleLoad's globals");
+  REFUSED(A.ModuleLoad(&none, path_big));
+  EXPECT(A.LibraryLoadData(&l1, ptx_a, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  BOOKED(a + 2 * b, a + 2 * b, "cuLibraryLoadData's globals");
+  REFUSED(A.LibraryLoadData(&none, big, NULL, NULL, 0, NULL, NULL, 0));
+  EXPECT(A.LibraryLoadFromFile(&l2, path_b, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  BOOKED(a + 3 * b, a + 3 * b, "cuLibraryLoadFromFile's globals");
+  REFUSED(A.LibraryLoadFromFile(&none, path_big, NULL, NULL, 0, NULL, NULL, 0));
+  EXPECT(A.LibraryUnload(l1), CUDA_SUCCESS);
+  BOOKED(3 * b, 3 * b, "a library unloaded");
+  unlink(path_b);
+  unlink(path_big);
+  /* The context's end frees the rest: modules m2, m4 and library l2. */
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset");
+  EXPECT(A.LibraryUnload(l2), CUDA_SUCCESS);
+  BOOKED(0, 0, "a library unloaded after its context ended");
+  row("`cuModuleLoad` / `cuModuleLoadData` / `cuModuleLoadDataEx` / `cuModuleLoadFatBinary`",
+      "at the call, the image's `__device__` globals (its PTX `.global` declarations), in the "
+      "current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "`cuModuleUnload`, or the context's destruction, reset or last release",
+      "read from PTX and a fat binary's uncompressed PTX; a cubin's (ELF) or compressed entry's "
+      "globals are not charged; the `malloc` heap a module using it takes is charged up front, "
+      "at `cuCtxSetLimit` (its default is part of the context's reservation)");
+  row("`cuLibraryLoadData` / `cuLibraryLoadFromFile`",
+      "at the call, the image's `__device__` globals, in the current context (eager loading); "
+      "refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "`cuLibraryUnload`, or the context's destruction, reset or last release",
+      "as for modules; a lazily loaded library's copies in other contexts are not charged");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -764,6 +872,8 @@ int main(int argc, char **argv) {
     scenario_green();
   } else if (strcmp(argv[2], "pools13") == 0) {
     scenario_pools13();
+  } else if (strcmp(argv[2], "module") == 0) {
+    scenario_module();
   } else {
     fprintf(stderr, "unknown scenario %s\n", argv[2]);
     return 2;

@@ -402,6 +402,16 @@ table!(Cu, CUDA_HOOKS {
         => cuDevicePrimaryCtxReset_v2 as *const c_void,
     PrimaryCtxRelease = c"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *const c_void,
     PrimaryCtxReset = c"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *const c_void,
+    ModuleLoad = c"cuModuleLoad" => modules::cuModuleLoad as *const c_void,
+    ModuleLoadData = c"cuModuleLoadData" => modules::cuModuleLoadData as *const c_void,
+    ModuleLoadDataEx = c"cuModuleLoadDataEx" => modules::cuModuleLoadDataEx as *const c_void,
+    ModuleLoadFatBinary = c"cuModuleLoadFatBinary"
+        => modules::cuModuleLoadFatBinary as *const c_void,
+    ModuleUnload = c"cuModuleUnload" => modules::cuModuleUnload as *const c_void,
+    LibraryLoadData = c"cuLibraryLoadData" => modules::cuLibraryLoadData as *const c_void,
+    LibraryLoadFromFile = c"cuLibraryLoadFromFile"
+        => modules::cuLibraryLoadFromFile as *const c_void,
+    LibraryUnload = c"cuLibraryUnload" => modules::cuLibraryUnload as *const c_void,
     MemPoolCreate = c"cuMemPoolCreate" => cuMemPoolCreate as *const c_void,
     MemPoolDestroy = c"cuMemPoolDestroy" => cuMemPoolDestroy as *const c_void,
     DeviceGetDefaultMemPool = c"cuDeviceGetDefaultMemPool"
@@ -705,9 +715,10 @@ macro_rules! real_or_return {
 
 // Launches (`launch.rs`), pool releases (`pools.rs`), NVML's process lists
 // inside a worker (`processes.rs`), virtual memory management (`vmm.rs`) and
-// graph memory (`graphs.rs`): after the macro above.
+// graph memory (`graphs.rs`), module globals (`modules.rs`): after the macro above.
 mod graphs;
 mod launch;
+mod modules;
 mod pools;
 mod processes;
 mod vmm;

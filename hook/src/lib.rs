@@ -11,6 +11,8 @@
 //!   instantiated.
 //! - `ctxlimits`: what a context's raised stack, printf FIFO and heap limits
 //!   take (`cuCtxSetLimit`).
+//! - `modules`: what a module's or library's `__device__` globals take
+//!   (`cuModuleLoad*`, `cuLibraryLoad*`), read from the image.
 //! - `context`: the memory the driver reserves for a context, charged
 //!   from its creation to its destruction.
 //! - `forksafe`: books behind one mutex, held across `fork()`.
@@ -35,5 +37,6 @@ mod graphs;
 mod launch;
 mod limits;
 mod memory;
+mod modules;
 mod refresh;
 mod vmm;

@@ -84,6 +84,10 @@ pub enum Kind {
     Primary,
     /// What a context's raised limit takes (`ctxlimits.rs`).
     Limit,
+    /// A `CUmodule`'s globals (`modules.rs`).
+    Module,
+    /// A `CUlibrary`'s globals (`modules.rs`).
+    Library,
 }
 
 /// What one allocation took.
