@@ -231,7 +231,10 @@ typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUctx_st { int dev; } *CUcontext;
 typedef void *CUstream, *CUmemoryPool, *CUarray, *CUmipmappedArray;
 typedef struct CUmod_st { int dev; } *CUmodule;
-typedef struct CUfunc_st { CUmodule mod; } *CUfunction;
+typedef struct CUfunc_st {
+  CUmodule mod;
+  unsigned long long local; /* local memory per thread (cuda_modules.inc) */
+} *CUfunction;
 typedef struct { unsigned char bytes[16]; } CUuuid;
 typedef struct { size_t Width, Height; unsigned Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR;
 typedef struct {
@@ -639,6 +642,7 @@ CUresult cuCtxGetDevice(CUdevice *d) {
 }
 static void wait_kernels(void); /* cuda_launch.inc */
 static void pools_sync(void);   /* the memory pools, below */
+static void lmem_sync(void);    /* cuda_ctx_limits.inc */
 CUresult cuCtxSynchronize(void) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
@@ -646,6 +650,7 @@ CUresult cuCtxSynchronize(void) {
   if (r == CUDA_SUCCESS) {
     wait_kernels();
     pools_sync();
+    lmem_sync();
   }
   return r;
 }
@@ -655,13 +660,18 @@ CUresult cuCtxSynchronize(void) {
  * cuda_modules.inc ---- */
 static struct CUmod_st modules[NDEV];
 static struct CUfunc_st functions[NDEV];
-static int module_loaded(CUmodule m); /* cuda_modules.inc */
+static int module_loaded(CUmodule m);           /* cuda_modules.inc */
+static CUfunction module_function(CUmodule m); /* cuda_modules.inc */
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!f || !name)
     return CUDA_ERROR_INVALID_VALUE;
   if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules && !module_loaded(m))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (module_loaded(m)) {
+    *f = module_function(m);
+    return CUDA_SUCCESS;
+  }
   functions[m->dev].mod = m;
   *f = &functions[m->dev];
   return CUDA_SUCCESS;

@@ -44,7 +44,12 @@
  *                      cuModuleLoadFatBinary, cuLibraryLoadData,
  *                      cuLibraryLoadFromFile) are charged before the driver
  *                      loads the image, given back at the unload or with
- *                      the context */
+ *                      the context
+ *            localmem  the local memory a launch grows its context to (a
+ *                      function's local size x resident threads) is charged
+ *                      at the launch (refused: the launch fails with
+ *                      CUDA_ERROR_OUT_OF_MEMORY before the driver), kept
+ *                      until the context ends */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -178,6 +183,13 @@ static struct {
   CUresult (*LibraryLoadFromFile)(void **, const char *, int *, void **, unsigned, int *,
                                   void **, unsigned);
   CUresult (*LibraryUnload)(void *);
+  CUresult (*ModuleGetFunction)(void **, void *, const char *);
+  CUresult (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void **, void **);
+  CUresult (*LaunchKernelEx)(const void *, void *, void **, void **);
+  CUresult (*LaunchCooperativeKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, unsigned, CUstream, void **);
+  CUresult (*PrimaryCtxSetFlags)(CUdevice, unsigned);
   int (*fake_mem)(int, unsigned long long *, unsigned long long *);
   unsigned long long (*fake_calls)(const char *);
 } A;
@@ -285,6 +297,13 @@ static void resolve(void) {
   A.LibraryLoadData = get("cuLibraryLoadData", 12000, "cuLibraryLoadData", NULL);
   A.LibraryLoadFromFile = get("cuLibraryLoadFromFile", 12000, "cuLibraryLoadFromFile", NULL);
   A.LibraryUnload = get("cuLibraryUnload", 12000, "cuLibraryUnload", NULL);
+  A.ModuleGetFunction = get("cuModuleGetFunction", 2000, "cuModuleGetFunction", NULL);
+  A.LaunchKernel = get("cuLaunchKernel", 4000, "cuLaunchKernel", "cuLaunchKernel_ptsz");
+  A.LaunchKernelEx = get("cuLaunchKernelEx", 11060, "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz");
+  A.LaunchCooperativeKernel = get("cuLaunchCooperativeKernel", 9000, "cuLaunchCooperativeKernel",
+                                  "cuLaunchCooperativeKernel_ptsz");
+  A.PrimaryCtxSetFlags =
+      get("cuDevicePrimaryCtxSetFlags", 11000, "cuDevicePrimaryCtxSetFlags_v2", NULL);
   A.fake_mem = dlsym(lib, "fake_cuda_mem");
   A.fake_calls = dlsym(lib, "fake_cuda_calls");
   if (!A.fake_mem || !A.fake_calls) {
@@ -846,6 +865,105 @@ static void scenario_module(void) {
       "as for modules; a lazily loaded library's copies in other contexts are not charged");
 }
 
+/* A module's one function, whose threads take `local` bytes of local
+ * memory each (nvcc's per-thread frame, __local_depot). */
+static void *function_with_local(unsigned long long local) {
+  char ptx[512];
+  void *m = NULL, *f = NULL;
+  snprintf(ptx, sizeof ptx,
+           ".version 8.0\n.target sm_80\n.address_size 64\n"
+           ".visible .entry k()\n{\n"
+           "\t.local .align 8 .b8 __local_depot0[%llu];\n\tret;\n}\n",
+           local);
+  EXPECT(A.ModuleLoadData(&m, ptx), CUDA_SUCCESS);
+  EXPECT(A.ModuleGetFunction(&f, m, "k"), CUDA_SUCCESS);
+  return f;
+}
+/* `f` launched the scenario's way `how`: 0 cuLaunchKernel, 1
+ * cuLaunchCooperativeKernel, 2 cuLaunchKernelEx. */
+static CUresult launch_as(int how, void *f) {
+  struct { /* CUlaunchConfig (cuda.h) */
+    unsigned grid[3], block[3], shared;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+  } config = {{1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
+  if (how == 1)
+    return A.LaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
+  if (how == 2)
+    return A.LaunchKernelEx(&config, f, NULL, NULL);
+  return A.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+}
+static CUresult launch(void *f) { return launch_as(0, f); }
+static unsigned long long launches(void) {
+  static const char *const names[] = {"cuLaunchKernel", "cuLaunchKernel_ptsz",
+                                      "cuLaunchCooperativeKernel",
+                                      "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx",
+                                      "cuLaunchKernelEx_ptsz"};
+  unsigned long long n = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    n += A.fake_calls(names[i]);
+  return n;
+}
+
+static void scenario_localmem(void) {
+  enum { LMEM_RESIZE_TO_MAX = 0x10 }; /* CUctx_flags, cuda.h */
+  int sms = 0, per_sm = 0;
+  EXPECT(A.DeviceGetAttribute(&sms, 16, 0), CUDA_SUCCESS);    /* MULTIPROCESSOR_COUNT */
+  EXPECT(A.DeviceGetAttribute(&per_sm, 39, 0), CUDA_SUCCESS); /* MAX_THREADS_PER_MULTIPROCESSOR */
+  unsigned long long threads = (unsigned long long)sms * (unsigned long long)per_sm;
+  /* 1 KiB a thread: about half the limit on this device. */
+  const unsigned long long a = 1024 * threads, b = 512 * threads;
+  CHECK(a < L / 2 && a > L / 4, "%s: %llu resident threads", way, threads);
+  EXPECT(A.PrimaryCtxSetFlags(0, LMEM_RESIZE_TO_MAX), CUDA_SUCCESS);
+  context(0);
+  base_used = 0;
+  base_used = held();
+  void *fa = function_with_local(1024), *fb = function_with_local(512);
+  void *fc = function_with_local(3072), *fd = function_with_local(1536);
+  void *none = function_with_local(0);
+  const unsigned long long d = 1536 * threads;
+  EXPECT(launch(none), CUDA_SUCCESS);
+  BOOKED(0, 0, "a launch without local memory");
+  EXPECT(launch(fb), CUDA_SUCCESS);
+  BOOKED(b, b, "cuLaunchKernel grew local memory");
+  EXPECT(launch_as(1, fa), CUDA_SUCCESS);
+  EXPECT(launch(fa), CUDA_SUCCESS);
+  EXPECT(launch(fb), CUDA_SUCCESS);
+  BOOKED(a, a, "cuLaunchCooperativeKernel grew it to the largest launch's");
+  EXPECT(launch_as(2, fd), CUDA_SUCCESS);
+  BOOKED(d, d, "cuLaunchKernelEx grew it");
+  for (int how = 0; how < 3; how++) {
+    unsigned long long calls = launches();
+    REFUSED(launch_as(how, fc));
+    CHECK(launches() == calls, "%s: the refused launch (%d) reached the driver", way, how);
+  }
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  BOOKED(d, d, "kept after the launch (CU_CTX_LMEM_RESIZE_TO_MAX)");
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxSetFlags(0, 0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset");
+  /* Without the flag the driver reduces it after the launch; the charge
+   * stays until the context ends (ahead of the driver, never behind). */
+  fa = function_with_local(1024);
+  EXPECT(launch(fa), CUDA_SUCCESS);
+  BOOKED(a, a, "grown in a new context");
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  BOOKED(0, a, "reduced by the driver after the launch");
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset again");
+  row("kernel launches (`cuLaunchKernel[Ex]`, `cuLaunchCooperativeKernel`): local memory",
+      "at a function's first launch in a context, what its threads' local memory "
+      "(`CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES` x SMs x maximum threads per SM) takes beyond the "
+      "context's largest so far; refused there: the launch fails with "
+      "`CUDA_ERROR_OUT_OF_MEMORY` without running",
+      "the context's destruction, reset or last release",
+      "kept until the context ends also without `CU_CTX_LMEM_RESIZE_TO_MAX` (the driver may "
+      "reduce it after the launch); a graph's kernel nodes are not charged");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -874,6 +992,8 @@ int main(int argc, char **argv) {
     scenario_pools13();
   } else if (strcmp(argv[2], "module") == 0) {
     scenario_module();
+  } else if (strcmp(argv[2], "localmem") == 0) {
+    scenario_localmem();
   } else {
     fprintf(stderr, "unknown scenario %s\n", argv[2]);
     return 2;

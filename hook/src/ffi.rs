@@ -437,6 +437,7 @@ table!(Cu, CUDA_HOOKS {
     StreamGetDevice = c"cuStreamGetDevice" => NONE,
     DeviceGetAttribute = c"cuDeviceGetAttribute" => NONE,
     GraphGetNodes = c"cuGraphGetNodes" => NONE,
+    FuncGetAttribute = c"cuFuncGetAttribute" => NONE,
     GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
     GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
     DeviceGetGraphMemAttribute = c"cuDeviceGetGraphMemAttribute" => NONE,
@@ -1232,18 +1233,12 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(green: *mut c_void) -> CuResult {
 const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
 const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: c_int = 39;
 
-#[no_mangle]
-pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
-    type F = unsafe extern "C" fn(c_int, usize) -> CuResult;
-    type Get = unsafe extern "C" fn(*mut usize, c_int) -> CuResult;
+/// A device's resident threads: SMs x maximum threads per SM (what the
+/// stack size and local memory are sized by).
+fn resident_threads(dev: CUdevice) -> Option<u64> {
     type Attr = unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CuResult;
-    let real = real_or_return!(Cu::CtxSetLimit, F);
-    let current = || {
-        let get = CUDA.real::<Get>(Cu::CtxGetLimit as usize)?;
-        let mut v = 0usize;
-        (get(&mut v, limit) == CUDA_SUCCESS).then_some(v as u64)
-    };
-    let threads = |dev: CUdevice| {
+    // SAFETY: the driver's own function, on out-pointers of this frame.
+    unsafe {
         let attr = CUDA.real::<Attr>(Cu::DeviceGetAttribute as usize)?;
         let (mut sms, mut per_sm) = (0, 0);
         let ok = attr(&mut sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS
@@ -1253,11 +1248,28 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
                 dev,
             ) == CUDA_SUCCESS;
         ok.then(|| sms.max(0) as u64 * per_sm.max(0) as u64)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
+    type F = unsafe extern "C" fn(c_int, usize) -> CuResult;
+    type Get = unsafe extern "C" fn(*mut usize, c_int) -> CuResult;
+    let real = real_or_return!(Cu::CtxSetLimit, F);
+    let current = || {
+        let get = CUDA.real::<Get>(Cu::CtxGetLimit as usize)?;
+        let mut v = 0usize;
+        (get(&mut v, limit) == CUDA_SUCCESS).then_some(v as u64)
     };
     boundary(CUDA_ERROR_UNKNOWN, || {
-        crate::ctxlimits::set(&Cuda, limit, value as u64, current, threads, || {
-            real(limit, value)
-        })
+        crate::ctxlimits::set(
+            &Cuda,
+            limit,
+            value as u64,
+            current,
+            resident_threads,
+            || real(limit, value),
+        )
     })
 }
 

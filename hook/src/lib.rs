@@ -17,6 +17,8 @@
 //!   from its creation to its destruction.
 //! - `forksafe`: books behind one mutex, held across `fork()`.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
+//! - `localmem`: the local memory a launch grows its context to, charged
+//!   on a function's first launch in a context.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
 //! - `refresh`: one thread per limited process, keeping each launch's
 //!   charge in step with the gain the host's compute sampler stores.
@@ -36,6 +38,7 @@ mod forksafe;
 mod graphs;
 mod launch;
 mod limits;
+mod localmem;
 mod memory;
 mod modules;
 mod refresh;

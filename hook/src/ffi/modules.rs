@@ -116,83 +116,58 @@ pub unsafe extern "C" fn cuModuleLoadFatBinary(
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuLibraryLoadData(
-    library: *mut CUlibrary,
-    code: *const c_void,
-    jitOptions: *mut c_int,
-    jitOptionsValues: *mut *mut c_void,
-    numJitOptions: c_uint,
-    libraryOptions: *mut c_int,
-    libraryOptionValues: *mut *mut c_void,
-    numLibraryOptions: c_uint,
-) -> CuResult {
-    type F = unsafe extern "C" fn(
-        *mut CUlibrary,
-        *const c_void,
-        *mut c_int,
-        *mut *mut c_void,
-        c_uint,
-        *mut c_int,
-        *mut *mut c_void,
-        c_uint,
-    ) -> CuResult;
-    let real = real_or_return!(Cu::LibraryLoadData, F);
-    load(Kind::Library, image_globals(code), library, || {
-        real(
-            library,
-            code,
-            jitOptions,
-            jitOptionsValues,
-            numJitOptions,
-            libraryOptions,
-            libraryOptionValues,
-            numLibraryOptions,
-        )
-    })
+/// `cuLibraryLoadData` and `cuLibraryLoadFromFile`: the code (or its
+/// file) second, the JIT and library options passed through.
+macro_rules! library_load {
+    ($name:ident, $id:expr, $code:ident: $ct:ty, $globals:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            library: *mut CUlibrary,
+            $code: $ct,
+            jitOptions: *mut c_int,
+            jitOptionsValues: *mut *mut c_void,
+            numJitOptions: c_uint,
+            libraryOptions: *mut c_int,
+            libraryOptionValues: *mut *mut c_void,
+            numLibraryOptions: c_uint,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(
+                *mut CUlibrary,
+                $ct,
+                *mut c_int,
+                *mut *mut c_void,
+                c_uint,
+                *mut c_int,
+                *mut *mut c_void,
+                c_uint,
+            ) -> CuResult;
+            let real = real_or_return!($id, F);
+            load(Kind::Library, $globals($code), library, || {
+                real(
+                    library,
+                    $code,
+                    jitOptions,
+                    jitOptionsValues,
+                    numJitOptions,
+                    libraryOptions,
+                    libraryOptionValues,
+                    numLibraryOptions,
+                )
+            })
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cuLibraryLoadFromFile(
-    library: *mut CUlibrary,
-    fileName: *const c_char,
-    jitOptions: *mut c_int,
-    jitOptionsValues: *mut *mut c_void,
-    numJitOptions: c_uint,
-    libraryOptions: *mut c_int,
-    libraryOptionValues: *mut *mut c_void,
-    numLibraryOptions: c_uint,
-) -> CuResult {
-    type F = unsafe extern "C" fn(
-        *mut CUlibrary,
-        *const c_char,
-        *mut c_int,
-        *mut *mut c_void,
-        c_uint,
-        *mut c_int,
-        *mut *mut c_void,
-        c_uint,
-    ) -> CuResult;
-    let real = real_or_return!(Cu::LibraryLoadFromFile, F);
-    load(Kind::Library, file_globals(fileName), library, || {
-        real(
-            library,
-            fileName,
-            jitOptions,
-            jitOptionsValues,
-            numJitOptions,
-            libraryOptions,
-            libraryOptionValues,
-            numLibraryOptions,
-        )
-    })
-}
+library_load!(cuLibraryLoadData, Cu::LibraryLoadData, code: *const c_void, image_globals);
+library_load!(cuLibraryLoadFromFile, Cu::LibraryLoadFromFile, fileName: *const c_char,
+              file_globals);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuModuleUnload(hmod: CUmodule) -> CuResult {
     type F = unsafe extern "C" fn(CUmodule) -> CuResult;
     let real = real_or_return!(Cu::ModuleUnload, F);
     boundary(CUDA_ERROR_UNKNOWN, || {
+        crate::localmem::forget();
         memory::free(Kind::Module, hmod as u64, || real(hmod))
     })
 }
@@ -202,6 +177,7 @@ pub unsafe extern "C" fn cuLibraryUnload(library: CUlibrary) -> CuResult {
     type F = unsafe extern "C" fn(CUlibrary) -> CuResult;
     let real = real_or_return!(Cu::LibraryUnload, F);
     boundary(CUDA_ERROR_UNKNOWN, || {
+        crate::localmem::forget();
         memory::free(Kind::Library, library as u64, || real(library))
     })
 }
