@@ -224,6 +224,11 @@ enum {
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 };
 enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
+/* CUDA 13.4: a device's locality domain, `id` read as
+ * localized { unsigned char deviceId, localityDomainId, reserved[2]; }.
+ * Each of this fake's devices has LOCALITY_DOMAINS of them, whose memory
+ * is the device's (a domain's pools are its device's here). */
+enum { CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN = 6, LOCALITY_DOMAINS = 2 };
 
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
@@ -782,18 +787,25 @@ static struct CUpool_st *live_pool(CUmemoryPool pool) {
       return pools[i];
   return NULL;
 }
+/* The device whose memory location `l` names (-1: not a device's). */
+static int located_device(const CUmemLocation *l) {
+  int dev = l->type == CU_MEM_LOCATION_TYPE_DEVICE ? l->id : -1;
+  if (l->type == CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN && (l->id >> 8 & 0xff) < LOCALITY_DOMAINS &&
+      !(l->id >> 16))
+    dev = l->id & 0xff;
+  return dev >= 0 && dev < ndev() ? dev : -1;
+}
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   count(__func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pool || !props || props->allocType != 1 /* PINNED */ ||
-      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id < 0 ||
-      props->location.id >= ndev())
+  int dev = props ? located_device(&props->location) : -1;
+  if (!pool || !props || props->allocType != 1 /* PINNED */ || dev < 0)
     return CUDA_ERROR_INVALID_VALUE;
   struct CUpool_st *p = malloc(sizeof *p);
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  *p = (struct CUpool_st)NEW_POOL(props->location.id);
+  *p = (struct CUpool_st)NEW_POOL(dev);
   CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAXPOOL; i++)

@@ -45,6 +45,10 @@
  *                      cuLibraryLoadFromFile) are charged before the driver
  *                      loads the image, given back at the unload or with
  *                      the context
+ *            locality  CUDA 13.4's locality domains: cuMemCreate and a pool
+ *                      (created, or got by location) on a locality domain of
+ *                      device 0, while device 1 is current, are charged to
+ *                      device 0
  *            localmem  the local memory a launch grows its context to (a
  *                      function's local size x resident threads) is charged
  *                      at the launch (refused: the launch fails with
@@ -186,6 +190,8 @@ static struct {
   CUresult (*ModuleGetFunction)(void **, void *, const char *);
   CUresult (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, CUstream, void **, void **);
+  CUresult (*MemPoolCreate)(void **, const CUmemPoolProps *);
+  CUresult (*MemPoolDestroy)(void *);
   CUresult (*LaunchKernelEx)(const void *, void *, void **, void **);
   CUresult (*LaunchCooperativeKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                                       unsigned, unsigned, CUstream, void **);
@@ -299,6 +305,8 @@ static void resolve(void) {
   A.LibraryUnload = get("cuLibraryUnload", 12000, "cuLibraryUnload", NULL);
   A.ModuleGetFunction = get("cuModuleGetFunction", 2000, "cuModuleGetFunction", NULL);
   A.LaunchKernel = get("cuLaunchKernel", 4000, "cuLaunchKernel", "cuLaunchKernel_ptsz");
+  A.MemPoolCreate = get("cuMemPoolCreate", 11020, "cuMemPoolCreate", NULL);
+  A.MemPoolDestroy = get("cuMemPoolDestroy", 11020, "cuMemPoolDestroy", NULL);
   A.LaunchKernelEx = get("cuLaunchKernelEx", 11060, "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz");
   A.LaunchCooperativeKernel = get("cuLaunchCooperativeKernel", 9000, "cuLaunchCooperativeKernel",
                                   "cuLaunchCooperativeKernel_ptsz");
@@ -964,6 +972,56 @@ static void scenario_localmem(void) {
       "reduce it after the launch); a graph's kernel nodes are not charged");
 }
 
+static void scenario_locality(void) {
+  enum { LOCALITY_DOMAIN = 6 }; /* CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN (CUDA 13.4) */
+  CUcontext c0 = context(0);
+  base_used = 0;
+  base_used = held();
+  CUcontext c1 = context(1);
+  size_t half = (size_t)L / 2, g = 2 * MIB;
+  /* localized.deviceId = 0, localized.localityDomainId = 1 */
+  CUmemLocation dom = {LOCALITY_DOMAIN, 1 << 8};
+  CUmemAllocationProp prop = device_prop(0);
+  prop.location = dom;
+  CUmemGenericAllocationHandle h = 0, h2 = 0;
+  EXPECT(A.MemCreate(&h, half, &prop, 0), CUDA_SUCCESS);
+  REFUSED(A.MemCreate(&h2, half + g, &prop, 0));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "cuMemCreate on device 0's locality domain, from device 1");
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  BOOKED(0, 0, "released");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  void *pool = NULL;
+  CUdeviceptr p = 0, q = 0;
+  EXPECT(A.MemGetDefaultMemPool(&pool, &dom, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, pool, NULL), CUDA_SUCCESS);
+  REFUSED(A.MemAllocFromPoolAsync(&q, half + g, pool, NULL));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "a locality domain's default pool, from device 1");
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed and synchronized");
+  /* A pool created on the locality domain. */
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location = dom;
+  void *created = NULL;
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.MemPoolCreate(&created, &props), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, created, NULL), CUDA_SUCCESS);
+  REFUSED(A.MemAllocFromPoolAsync(&q, half + g, created, NULL));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "a pool created on a locality domain, from device 1");
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemPoolDestroy(created), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed, the pool destroyed");
+  row("`cuMemCreate`, `cuMemPoolCreate`, `cuMemGetDefaultMemPool` / `cuMemGetMemPool` (a device "
+      "locality domain, CUDA 13.4)",
+      "on the device the location's `localized.deviceId` names, as for that device",
+      "as for that device's `cuMemCreate` and pools", "–");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -992,6 +1050,8 @@ int main(int argc, char **argv) {
     scenario_pools13();
   } else if (strcmp(argv[2], "module") == 0) {
     scenario_module();
+  } else if (strcmp(argv[2], "locality") == 0) {
+    scenario_locality();
   } else if (strcmp(argv[2], "localmem") == 0) {
     scenario_localmem();
   } else {

@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
   snprintf(rowfile, sizeof rowfile, "/tmp/test-paths-rows-%d", (int)getpid());
   setenv("APP_PATHS_TABLE", rowfile, 1);
   static const char *const scenarios[] = {"vmm", "graph", "ctxlimit", "stream", "green", "pools13",
-                                             "module", "localmem"};
+                                             "module", "localmem",
+                                             "locality"};
   char limit[32];
   snprintf(limit, sizeof limit, "%llu", LIMIT);
   /* Contexts reserve nothing here: the driver's count is the paths' alone. */

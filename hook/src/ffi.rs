@@ -66,6 +66,9 @@ const NVML_SUCCESS: NvmlReturn = 0;
 const CU_MEM_LOCATION_TYPE_DEVICE: c_uint = 1;
 const CU_MEM_LOCATION_TYPE_HOST: c_uint = 2;
 const CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: c_uint = 4;
+/// CUDA 13.4's DEVICE_LOCALITY_DOMAIN = 6: a part of a device, `id` read as
+/// `localized { unsigned char deviceId, localityDomainId, reserved[2]; }`.
+const CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN: c_uint = 6;
 
 /// `CUDA_ARRAY_DESCRIPTOR` (cuda.h).
 #[repr(C)]
@@ -1279,6 +1282,10 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
 fn place_of(location: &MemLocation) -> Option<memory::Place> {
     match location.kind {
         CU_MEM_LOCATION_TYPE_DEVICE => Some(memory::Place::Device(location.id)),
+        // The memory is its device's: charged there.
+        CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN => {
+            Some(memory::Place::Device(location.id & 0xff))
+        }
         CU_MEM_LOCATION_TYPE_HOST..=CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT => {
             Some(memory::Place::Host)
         }
