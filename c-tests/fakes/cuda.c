@@ -224,6 +224,11 @@ enum {
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 };
 enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
+/* CUDA 13.4: a device's locality domain, `id` read as
+ * localized { unsigned char deviceId, localityDomainId, reserved[2]; }.
+ * Each of this fake's devices has LOCALITY_DOMAINS of them, whose memory
+ * is the device's (a domain's pools are its device's here). */
+enum { CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN = 6, LOCALITY_DOMAINS = 2 };
 
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
@@ -231,7 +236,10 @@ typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUctx_st { int dev; } *CUcontext;
 typedef void *CUstream, *CUmemoryPool, *CUarray, *CUmipmappedArray;
 typedef struct CUmod_st { int dev; } *CUmodule;
-typedef struct CUfunc_st { CUmodule mod; } *CUfunction;
+typedef struct CUfunc_st {
+  CUmodule mod;
+  unsigned long long local; /* local memory per thread (cuda_modules.inc) */
+} *CUfunction;
 typedef struct { unsigned char bytes[16]; } CUuuid;
 typedef struct { size_t Width, Height; unsigned Format, NumChannels; } CUDA_ARRAY_DESCRIPTOR;
 typedef struct {
@@ -276,7 +284,7 @@ static void install_fork_handlers(void) {
   pthread_atfork(lock_books, unlock_books, unlock_books);
 }
 
-enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX }; /* what a key names */
+enum { K_PTR, K_ARRAY, K_MIPMAP, K_CTX, K_MODULE, K_LIBRARY }; /* what a key names */
 /* Live allocations: key -> (device, bytes), a linear table; `host` backs a
  * K_PTR allocation once a memcpy has touched it. */
 #define MAXBLK 4096
@@ -639,6 +647,7 @@ CUresult cuCtxGetDevice(CUdevice *d) {
 }
 static void wait_kernels(void); /* cuda_launch.inc */
 static void pools_sync(void);   /* the memory pools, below */
+static void lmem_sync(void);    /* cuda_ctx_limits.inc */
 CUresult cuCtxSynchronize(void) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   int dev;
@@ -646,31 +655,28 @@ CUresult cuCtxSynchronize(void) {
   if (r == CUDA_SUCCESS) {
     wait_kernels();
     pools_sync();
+    lmem_sync();
   }
   return r;
 }
 
-/* ---- modules: one per device (PTX text with an entry point), one function each ---- */
+/* ---- modules: one per device (PTX text with an entry point), one function
+ * each; the modules a program loads itself and their globals:
+ * cuda_modules.inc ---- */
 static struct CUmod_st modules[NDEV];
 static struct CUfunc_st functions[NDEV];
-CUresult cuModuleLoadData(CUmodule *m, const void *image) {
-  fake_trace("FAKE_CUDA_TRACE", __func__);
-  int dev;
-  if (!m || !image || !strstr((const char *)image, ".entry"))
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = current_dev(&dev);
-  if (r == CUDA_SUCCESS) {
-    modules[dev].dev = dev;
-    *m = &modules[dev];
-  }
-  return r;
-}
+static int module_loaded(CUmodule m);           /* cuda_modules.inc */
+static CUfunction module_function(CUmodule m); /* cuda_modules.inc */
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   fake_trace("FAKE_CUDA_TRACE", __func__);
   if (!f || !name)
     return CUDA_ERROR_INVALID_VALUE;
-  if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules)
+  if ((uintptr_t)m - (uintptr_t)modules >= sizeof modules && !module_loaded(m))
     return CUDA_ERROR_INVALID_HANDLE;
+  if (module_loaded(m)) {
+    *f = module_function(m);
+    return CUDA_SUCCESS;
+  }
   functions[m->dev].mod = m;
   *f = &functions[m->dev];
   return CUDA_SUCCESS;
@@ -781,18 +787,25 @@ static struct CUpool_st *live_pool(CUmemoryPool pool) {
       return pools[i];
   return NULL;
 }
+/* The device whose memory location `l` names (-1: not a device's). */
+static int located_device(const CUmemLocation *l) {
+  int dev = l->type == CU_MEM_LOCATION_TYPE_DEVICE ? l->id : -1;
+  if (l->type == CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN && (l->id >> 8 & 0xff) < LOCALITY_DOMAINS &&
+      !(l->id >> 16))
+    dev = l->id & 0xff;
+  return dev >= 0 && dev < ndev() ? dev : -1;
+}
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
   count(__func__);
   if (!initialised)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (!pool || !props || props->allocType != 1 /* PINNED */ ||
-      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id < 0 ||
-      props->location.id >= ndev())
+  int dev = props ? located_device(&props->location) : -1;
+  if (!pool || !props || props->allocType != 1 /* PINNED */ || dev < 0)
     return CUDA_ERROR_INVALID_VALUE;
   struct CUpool_st *p = malloc(sizeof *p);
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  *p = (struct CUpool_st)NEW_POOL(props->location.id);
+  *p = (struct CUpool_st)NEW_POOL(dev);
   CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < MAXPOOL; i++)
@@ -1213,6 +1226,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_vmm.inc"
 #include "cuda_launch.inc"
 #include "cuda_runtime.inc"
+#include "cuda_modules.inc"
 #include "cuda_graphmem.inc"
 #include "cuda_location_pools.inc"
 #include "cuda_ctx_limits.inc"
@@ -1251,7 +1265,11 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset, 7000, 0},
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2, 11000, 0},
     {"cuCtxSynchronize", (void *)cuCtxSynchronize, 2000, 0},
+    {"cuModuleLoad", (void *)cuModuleLoad, 2000, 0},
     {"cuModuleLoadData", (void *)cuModuleLoadData, 2000, 0},
+    {"cuModuleLoadDataEx", (void *)cuModuleLoadDataEx, 2010, 0},
+    {"cuModuleLoadFatBinary", (void *)cuModuleLoadFatBinary, 2000, 0},
+    {"cuModuleUnload", (void *)cuModuleUnload, 2000, 0},
     {"cuModuleGetFunction", (void *)cuModuleGetFunction, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
@@ -1339,6 +1357,7 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuDeviceGetName", (void *)cuDeviceGetName, 2000, 0},
     {"cuModuleGetLoadingMode", (void *)cuModuleGetLoadingMode, 11070, 0},
     {"cuLibraryLoadData", (void *)cuLibraryLoadData, 12000, 0},
+    {"cuLibraryLoadFromFile", (void *)cuLibraryLoadFromFile, 12000, 0},
     {"cuLibraryUnload", (void *)cuLibraryUnload, 12000, 0},
     {"cuLibraryGetKernel", (void *)cuLibraryGetKernel, 12000, 0},
     {"cuLibraryGetModule", (void *)cuLibraryGetModule, 12000, 0},

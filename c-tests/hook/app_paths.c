@@ -38,7 +38,22 @@
  *                      the green context is destroyed
  *            pools13   CUDA 13's location-based pool calls: device 0's pool,
  *                      got by its location while device 1 is current, is
- *                      charged to device 0 */
+ *                      charged to device 0
+ *            module    a module's and a library's __device__ globals
+ *                      (cuModuleLoad, cuModuleLoadData[Ex],
+ *                      cuModuleLoadFatBinary, cuLibraryLoadData,
+ *                      cuLibraryLoadFromFile) are charged before the driver
+ *                      loads the image, given back at the unload or with
+ *                      the context
+ *            locality  CUDA 13.4's locality domains: cuMemCreate and a pool
+ *                      (created, or got by location) on a locality domain of
+ *                      device 0, while device 1 is current, are charged to
+ *                      device 0
+ *            localmem  the local memory a launch grows its context to (a
+ *                      function's local size x resident threads) is charged
+ *                      at the launch (refused: the launch fails with
+ *                      CUDA_ERROR_OUT_OF_MEMORY before the driver), kept
+ *                      until the context ends */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -162,6 +177,25 @@ static struct {
   CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphDestroy)(CUgraph);
   CUresult (*DeviceGraphMemTrim)(CUdevice);
+  CUresult (*ModuleLoad)(void **, const char *);
+  CUresult (*ModuleLoadData)(void **, const void *);
+  CUresult (*ModuleLoadDataEx)(void **, const void *, unsigned, int *, void **);
+  CUresult (*ModuleLoadFatBinary)(void **, const void *);
+  CUresult (*ModuleUnload)(void *);
+  CUresult (*LibraryLoadData)(void **, const void *, int *, void **, unsigned, int *, void **,
+                              unsigned);
+  CUresult (*LibraryLoadFromFile)(void **, const char *, int *, void **, unsigned, int *,
+                                  void **, unsigned);
+  CUresult (*LibraryUnload)(void *);
+  CUresult (*ModuleGetFunction)(void **, void *, const char *);
+  CUresult (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void **, void **);
+  CUresult (*MemPoolCreate)(void **, const CUmemPoolProps *);
+  CUresult (*MemPoolDestroy)(void *);
+  CUresult (*LaunchKernelEx)(const void *, void *, void **, void **);
+  CUresult (*LaunchCooperativeKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, unsigned, CUstream, void **);
+  CUresult (*PrimaryCtxSetFlags)(CUdevice, unsigned);
   int (*fake_mem)(int, unsigned long long *, unsigned long long *);
   unsigned long long (*fake_calls)(const char *);
 } A;
@@ -261,6 +295,23 @@ static void resolve(void) {
   A.GraphExecDestroy = get("cuGraphExecDestroy", 10000, "cuGraphExecDestroy", NULL);
   A.GraphDestroy = get("cuGraphDestroy", 10000, "cuGraphDestroy", NULL);
   A.DeviceGraphMemTrim = get("cuDeviceGraphMemTrim", 11040, "cuDeviceGraphMemTrim", NULL);
+  A.ModuleLoad = get("cuModuleLoad", 2000, "cuModuleLoad", NULL);
+  A.ModuleLoadData = get("cuModuleLoadData", 2000, "cuModuleLoadData", NULL);
+  A.ModuleLoadDataEx = get("cuModuleLoadDataEx", 2010, "cuModuleLoadDataEx", NULL);
+  A.ModuleLoadFatBinary = get("cuModuleLoadFatBinary", 2000, "cuModuleLoadFatBinary", NULL);
+  A.ModuleUnload = get("cuModuleUnload", 2000, "cuModuleUnload", NULL);
+  A.LibraryLoadData = get("cuLibraryLoadData", 12000, "cuLibraryLoadData", NULL);
+  A.LibraryLoadFromFile = get("cuLibraryLoadFromFile", 12000, "cuLibraryLoadFromFile", NULL);
+  A.LibraryUnload = get("cuLibraryUnload", 12000, "cuLibraryUnload", NULL);
+  A.ModuleGetFunction = get("cuModuleGetFunction", 2000, "cuModuleGetFunction", NULL);
+  A.LaunchKernel = get("cuLaunchKernel", 4000, "cuLaunchKernel", "cuLaunchKernel_ptsz");
+  A.MemPoolCreate = get("cuMemPoolCreate", 11020, "cuMemPoolCreate", NULL);
+  A.MemPoolDestroy = get("cuMemPoolDestroy", 11020, "cuMemPoolDestroy", NULL);
+  A.LaunchKernelEx = get("cuLaunchKernelEx", 11060, "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz");
+  A.LaunchCooperativeKernel = get("cuLaunchCooperativeKernel", 9000, "cuLaunchCooperativeKernel",
+                                  "cuLaunchCooperativeKernel_ptsz");
+  A.PrimaryCtxSetFlags =
+      get("cuDevicePrimaryCtxSetFlags", 11000, "cuDevicePrimaryCtxSetFlags_v2", NULL);
   A.fake_mem = dlsym(lib, "fake_cuda_mem");
   A.fake_calls = dlsym(lib, "fake_cuda_calls");
   if (!A.fake_mem || !A.fake_calls) {
@@ -738,6 +789,239 @@ static void scenario_green(void) {
       "the reservation as measured through NVML (contexts)");
 }
 
+/* PTX whose __device__ globals take `bytes` (a byte array, as nvcc
+ * declares them, and a 64-bit counter), in buf. */
+static const char *ptx_with_globals(char *buf, size_t n, unsigned long long bytes) {
+  snprintf(buf, n,
+           ".version 8.0\n.target sm_80\n.address_size 64\n"
+           ".global .align 4 .b8 table[%llu];\n"
+           ".visible .global .align 8 .u64 counter;\n"
+           ".extern .global .align 4 .b8 elsewhere[4096];\n"
+           ".visible .entry k()\n{\n\tret;\n}\n",
+           bytes - 8);
+  return buf;
+}
+
+static void scenario_module(void) {
+  CUcontext c = context(0);
+  (void)c;
+  base_used = 0;
+  base_used = held();
+  const unsigned long long a = L / 4, b = L / 8;
+  char ptx_a[512], ptx_b[512], big[512];
+  ptx_with_globals(ptx_a, sizeof ptx_a, a);
+  ptx_with_globals(ptx_b, sizeof ptx_b, b);
+  ptx_with_globals(big, sizeof big, L);
+  void *m1 = NULL, *m2 = NULL, *m3 = NULL, *m4 = NULL, *l1 = NULL, *l2 = NULL, *none = NULL;
+  EXPECT(A.ModuleLoadData(&m1, ptx_a), CUDA_SUCCESS);
+  BOOKED(a, a, "cuModuleLoadData's globals");
+  EXPECT(A.ModuleLoadDataEx(&m2, ptx_b, 0, NULL, NULL), CUDA_SUCCESS);
+  BOOKED(a + b, a + b, "cuModuleLoadDataEx's globals");
+  REFUSED(A.ModuleLoadData(&none, big));
+  REFUSED(A.ModuleLoadDataEx(&none, big, 0, NULL, NULL));
+  /* A fat binary: its header, then the PTX. */
+  struct { unsigned magic; unsigned short version, header_size; unsigned long long size; char ptx[512]; } fb;
+  fb.magic = 0xBA55ED50u, fb.version = 1, fb.header_size = 16;
+  ptx_with_globals(fb.ptx, sizeof fb.ptx, b);
+  fb.size = strlen(fb.ptx) + 1;
+  EXPECT(A.ModuleLoadFatBinary(&m3, &fb), CUDA_SUCCESS);
+  BOOKED(a + 2 * b, a + 2 * b, "cuModuleLoadFatBinary's globals");
+  ptx_with_globals(fb.ptx, sizeof fb.ptx, L);
+  fb.size = strlen(fb.ptx) + 1;
+  REFUSED(A.ModuleLoadFatBinary(&none, &fb));
+  EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
+  EXPECT(A.ModuleUnload(m3), CUDA_SUCCESS);
+  BOOKED(b, b, "two modules unloaded");
+  /* From files. */
+  char path_b[64], path_big[64];
+  snprintf(path_b, sizeof path_b, "/tmp/app_paths_%d_b.ptx", (int)getpid());
+  snprintf(path_big, sizeof path_big, "/tmp/app_paths_%d_big.ptx", (int)getpid());
+  FILE *f = fopen(path_b, "w");
+  CHECK(f && fputs(ptx_b, f) >= 0 && fclose(f) == 0, "writing %s", path_b);
+  f = fopen(path_big, "w");
+  CHECK(f && fputs(big, f) >= 0 && fclose(f) == 0, "writing %s", path_big);
+  EXPECT(A.ModuleLoad(&m4, path_b), CUDA_SUCCESS);
+  BOOKED(2 * b, 2 * b, "cuModuleLoad's globals");
+  REFUSED(A.ModuleLoad(&none, path_big));
+  EXPECT(A.LibraryLoadData(&l1, ptx_a, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  BOOKED(a + 2 * b, a + 2 * b, "cuLibraryLoadData's globals");
+  REFUSED(A.LibraryLoadData(&none, big, NULL, NULL, 0, NULL, NULL, 0));
+  EXPECT(A.LibraryLoadFromFile(&l2, path_b, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  BOOKED(a + 3 * b, a + 3 * b, "cuLibraryLoadFromFile's globals");
+  REFUSED(A.LibraryLoadFromFile(&none, path_big, NULL, NULL, 0, NULL, NULL, 0));
+  EXPECT(A.LibraryUnload(l1), CUDA_SUCCESS);
+  BOOKED(3 * b, 3 * b, "a library unloaded");
+  unlink(path_b);
+  unlink(path_big);
+  /* The context's end frees the rest: modules m2, m4 and library l2. */
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset");
+  EXPECT(A.LibraryUnload(l2), CUDA_SUCCESS);
+  BOOKED(0, 0, "a library unloaded after its context ended");
+  row("`cuModuleLoad` / `cuModuleLoadData` / `cuModuleLoadDataEx` / `cuModuleLoadFatBinary`",
+      "at the call, the image's `__device__` globals (its PTX `.global` declarations), in the "
+      "current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "`cuModuleUnload`, or the context's destruction, reset or last release",
+      "read from PTX and a fat binary's uncompressed PTX; a cubin's (ELF) or compressed entry's "
+      "globals are not charged; the `malloc` heap a module using it takes is charged up front, "
+      "at `cuCtxSetLimit` (its default is part of the context's reservation)");
+  row("`cuLibraryLoadData` / `cuLibraryLoadFromFile`",
+      "at the call, the image's `__device__` globals, in the current context (eager loading); "
+      "refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "`cuLibraryUnload`, or the context's destruction, reset or last release",
+      "as for modules; a lazily loaded library's copies in other contexts are not charged");
+}
+
+/* A module's one function, whose threads take `local` bytes of local
+ * memory each (nvcc's per-thread frame, __local_depot). */
+static void *function_with_local(unsigned long long local) {
+  char ptx[512];
+  void *m = NULL, *f = NULL;
+  snprintf(ptx, sizeof ptx,
+           ".version 8.0\n.target sm_80\n.address_size 64\n"
+           ".visible .entry k()\n{\n"
+           "\t.local .align 8 .b8 __local_depot0[%llu];\n\tret;\n}\n",
+           local);
+  EXPECT(A.ModuleLoadData(&m, ptx), CUDA_SUCCESS);
+  EXPECT(A.ModuleGetFunction(&f, m, "k"), CUDA_SUCCESS);
+  return f;
+}
+/* `f` launched the scenario's way `how`: 0 cuLaunchKernel, 1
+ * cuLaunchCooperativeKernel, 2 cuLaunchKernelEx. */
+static CUresult launch_as(int how, void *f) {
+  struct { /* CUlaunchConfig (cuda.h) */
+    unsigned grid[3], block[3], shared;
+    CUstream stream;
+    void *attrs;
+    unsigned nattrs;
+  } config = {{1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
+  if (how == 1)
+    return A.LaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
+  if (how == 2)
+    return A.LaunchKernelEx(&config, f, NULL, NULL);
+  return A.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+}
+static CUresult launch(void *f) { return launch_as(0, f); }
+static unsigned long long launches(void) {
+  static const char *const names[] = {"cuLaunchKernel", "cuLaunchKernel_ptsz",
+                                      "cuLaunchCooperativeKernel",
+                                      "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx",
+                                      "cuLaunchKernelEx_ptsz"};
+  unsigned long long n = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    n += A.fake_calls(names[i]);
+  return n;
+}
+
+static void scenario_localmem(void) {
+  enum { LMEM_RESIZE_TO_MAX = 0x10 }; /* CUctx_flags, cuda.h */
+  int sms = 0, per_sm = 0;
+  EXPECT(A.DeviceGetAttribute(&sms, 16, 0), CUDA_SUCCESS);    /* MULTIPROCESSOR_COUNT */
+  EXPECT(A.DeviceGetAttribute(&per_sm, 39, 0), CUDA_SUCCESS); /* MAX_THREADS_PER_MULTIPROCESSOR */
+  unsigned long long threads = (unsigned long long)sms * (unsigned long long)per_sm;
+  /* 1 KiB a thread: about half the limit on this device. */
+  const unsigned long long a = 1024 * threads, b = 512 * threads;
+  CHECK(a < L / 2 && a > L / 4, "%s: %llu resident threads", way, threads);
+  EXPECT(A.PrimaryCtxSetFlags(0, LMEM_RESIZE_TO_MAX), CUDA_SUCCESS);
+  context(0);
+  base_used = 0;
+  base_used = held();
+  void *fa = function_with_local(1024), *fb = function_with_local(512);
+  void *fc = function_with_local(3072), *fd = function_with_local(1536);
+  void *none = function_with_local(0);
+  const unsigned long long d = 1536 * threads;
+  EXPECT(launch(none), CUDA_SUCCESS);
+  BOOKED(0, 0, "a launch without local memory");
+  EXPECT(launch(fb), CUDA_SUCCESS);
+  BOOKED(b, b, "cuLaunchKernel grew local memory");
+  EXPECT(launch_as(1, fa), CUDA_SUCCESS);
+  EXPECT(launch(fa), CUDA_SUCCESS);
+  EXPECT(launch(fb), CUDA_SUCCESS);
+  BOOKED(a, a, "cuLaunchCooperativeKernel grew it to the largest launch's");
+  EXPECT(launch_as(2, fd), CUDA_SUCCESS);
+  BOOKED(d, d, "cuLaunchKernelEx grew it");
+  for (int how = 0; how < 3; how++) {
+    unsigned long long calls = launches();
+    REFUSED(launch_as(how, fc));
+    CHECK(launches() == calls, "%s: the refused launch (%d) reached the driver", way, how);
+  }
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  BOOKED(d, d, "kept after the launch (CU_CTX_LMEM_RESIZE_TO_MAX)");
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxSetFlags(0, 0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset");
+  /* Without the flag the driver reduces it after the launch; the charge
+   * stays until the context ends (ahead of the driver, never behind). */
+  fa = function_with_local(1024);
+  EXPECT(launch(fa), CUDA_SUCCESS);
+  BOOKED(a, a, "grown in a new context");
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  BOOKED(0, a, "reduced by the driver after the launch");
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the context reset again");
+  row("kernel launches (`cuLaunchKernel[Ex]`, `cuLaunchCooperativeKernel`): local memory",
+      "at a function's first launch in a context, what its threads' local memory "
+      "(`CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES` x SMs x maximum threads per SM) takes beyond the "
+      "context's largest so far; refused there: the launch fails with "
+      "`CUDA_ERROR_OUT_OF_MEMORY` without running",
+      "the context's destruction, reset or last release",
+      "kept until the context ends also without `CU_CTX_LMEM_RESIZE_TO_MAX` (the driver may "
+      "reduce it after the launch); a graph's kernel nodes are not charged");
+}
+
+static void scenario_locality(void) {
+  enum { LOCALITY_DOMAIN = 6 }; /* CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN (CUDA 13.4) */
+  CUcontext c0 = context(0);
+  base_used = 0;
+  base_used = held();
+  CUcontext c1 = context(1);
+  size_t half = (size_t)L / 2, g = 2 * MIB;
+  /* localized.deviceId = 0, localized.localityDomainId = 1 */
+  CUmemLocation dom = {LOCALITY_DOMAIN, 1 << 8};
+  CUmemAllocationProp prop = device_prop(0);
+  prop.location = dom;
+  CUmemGenericAllocationHandle h = 0, h2 = 0;
+  EXPECT(A.MemCreate(&h, half, &prop, 0), CUDA_SUCCESS);
+  REFUSED(A.MemCreate(&h2, half + g, &prop, 0));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "cuMemCreate on device 0's locality domain, from device 1");
+  EXPECT(A.MemRelease(h), CUDA_SUCCESS);
+  BOOKED(0, 0, "released");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  void *pool = NULL;
+  CUdeviceptr p = 0, q = 0;
+  EXPECT(A.MemGetDefaultMemPool(&pool, &dom, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, pool, NULL), CUDA_SUCCESS);
+  REFUSED(A.MemAllocFromPoolAsync(&q, half + g, pool, NULL));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "a locality domain's default pool, from device 1");
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxSynchronize(), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed and synchronized");
+  /* A pool created on the locality domain. */
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location = dom;
+  void *created = NULL;
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.MemPoolCreate(&created, &props), CUDA_SUCCESS);
+  EXPECT(A.MemAllocFromPoolAsync(&p, half, created, NULL), CUDA_SUCCESS);
+  REFUSED(A.MemAllocFromPoolAsync(&q, half + g, created, NULL));
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "a pool created on a locality domain, from device 1");
+  EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemPoolDestroy(created), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed, the pool destroyed");
+  row("`cuMemCreate`, `cuMemPoolCreate`, `cuMemGetDefaultMemPool` / `cuMemGetMemPool` (a device "
+      "locality domain, CUDA 13.4)",
+      "on the device the location's `localized.deviceId` names, as for that device",
+      "as for that device's `cuMemCreate` and pools", "–");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s WAY SCENARIO LIMIT\n", argv[0]);
@@ -764,6 +1048,12 @@ int main(int argc, char **argv) {
     scenario_green();
   } else if (strcmp(argv[2], "pools13") == 0) {
     scenario_pools13();
+  } else if (strcmp(argv[2], "module") == 0) {
+    scenario_module();
+  } else if (strcmp(argv[2], "locality") == 0) {
+    scenario_locality();
+  } else if (strcmp(argv[2], "localmem") == 0) {
+    scenario_localmem();
   } else {
     fprintf(stderr, "unknown scenario %s\n", argv[2]);
     return 2;

@@ -14,7 +14,8 @@
  * Each child times cuMemAlloc_v2 + cuMemFree_v2 pairs and
  * cuGetProcAddress_v2("cuMemAlloc") lookups through pointers taken with
  * dlopen + dlsym (through the hook's dlsym when preloaded), and
- * cuLaunchKernel_ptsz launches through the pointer cuGetProcAddress_v2
+ * cuLaunchKernel_ptsz launches (of a loaded module's function) through the
+ * pointer cuGetProcAddress_v2
  * hands out (the hook's wrapper when preloaded; no compute limit set), and
  * the virtualized view: cuMemGetInfo_v2, cuDeviceTotalMem_v2 and the fake
  * NVML's nvmlDeviceGetMemoryInfo (the same device; medians of batches,
@@ -114,10 +115,16 @@ static int child(const char *mode) {
   CUresult (*gpa)(const char *, void **, int, unsigned long long, int *) =
       (CUresult(*)(const char *, void **, int, unsigned long long, int *))dlsym(
           h, "cuGetProcAddress_v2");
-  void *c, *launch_p = NULL;
+  CUresult (*load)(void **, const void *) =
+      (CUresult(*)(void **, const void *))dlsym(h, "cuModuleLoadData");
+  CUresult (*get_function)(void **, void *, const char *) =
+      (CUresult(*)(void **, void *, const char *))dlsym(h, "cuModuleGetFunction");
+  void *c, *launch_p = NULL, *module = NULL, *kernel = NULL;
   int launch_st;
-  if (!init || !ctx || !alloc || !release || !gpa || init(0) || ctx(&c, 0, 0) ||
-      gpa("cuLaunchKernel", &launch_p, 12080, 2, &launch_st) || !launch_p)
+  if (!init || !ctx || !alloc || !release || !gpa || !load || !get_function || init(0) ||
+      ctx(&c, 0, 0) || gpa("cuLaunchKernel", &launch_p, 12080, 2, &launch_st) || !launch_p ||
+      load(&module, ".visible .entry k()\n{\n\tret;\n}\n") ||
+      get_function(&kernel, module, "k"))
     return 2;
   CUresult (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                      unsigned, void *, void **, void **) =
@@ -154,7 +161,7 @@ static int child(const char *mode) {
     gpa("cuMemAlloc", &f, 12080, 0, &st);
   double t2 = now_ns();
   for (int i = 0; i < LAUNCHES; i++)
-    launch(c, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    launch(kernel, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
   double t3 = now_ns();
   if (time_view(h, view))
     return 4;

@@ -41,6 +41,9 @@ static const char *const must_wrap[] = {
     "cuGraphInstantiateWithParams_ptsz", "cuGraphExecDestroy", "cuDeviceGraphMemTrim",
     /* what a context's raised limits take */
     "cuCtxSetLimit",
+    /* a module's or library's globals */
+    "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary",
+    "cuModuleUnload", "cuLibraryLoadData", "cuLibraryLoadFromFile", "cuLibraryUnload",
     /* contexts */
     "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4", "cuCtxDestroy",
     "cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",

@@ -42,7 +42,9 @@ int main(int argc, char **argv) {
   char rowfile[64];
   snprintf(rowfile, sizeof rowfile, "/tmp/test-paths-rows-%d", (int)getpid());
   setenv("APP_PATHS_TABLE", rowfile, 1);
-  static const char *const scenarios[] = {"vmm", "graph", "ctxlimit", "stream", "green", "pools13"};
+  static const char *const scenarios[] = {"vmm", "graph", "ctxlimit", "stream", "green", "pools13",
+                                             "module", "localmem",
+                                             "locality"};
   char limit[32];
   snprintf(limit, sizeof limit, "%llu", LIMIT);
   /* Contexts reserve nothing here: the driver's count is the paths' alone. */

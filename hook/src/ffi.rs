@@ -66,6 +66,9 @@ const NVML_SUCCESS: NvmlReturn = 0;
 const CU_MEM_LOCATION_TYPE_DEVICE: c_uint = 1;
 const CU_MEM_LOCATION_TYPE_HOST: c_uint = 2;
 const CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: c_uint = 4;
+/// CUDA 13.4's DEVICE_LOCALITY_DOMAIN = 6: a part of a device, `id` read as
+/// `localized { unsigned char deviceId, localityDomainId, reserved[2]; }`.
+const CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN: c_uint = 6;
 
 /// `CUDA_ARRAY_DESCRIPTOR` (cuda.h).
 #[repr(C)]
@@ -402,6 +405,16 @@ table!(Cu, CUDA_HOOKS {
         => cuDevicePrimaryCtxReset_v2 as *const c_void,
     PrimaryCtxRelease = c"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *const c_void,
     PrimaryCtxReset = c"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *const c_void,
+    ModuleLoad = c"cuModuleLoad" => modules::cuModuleLoad as *const c_void,
+    ModuleLoadData = c"cuModuleLoadData" => modules::cuModuleLoadData as *const c_void,
+    ModuleLoadDataEx = c"cuModuleLoadDataEx" => modules::cuModuleLoadDataEx as *const c_void,
+    ModuleLoadFatBinary = c"cuModuleLoadFatBinary"
+        => modules::cuModuleLoadFatBinary as *const c_void,
+    ModuleUnload = c"cuModuleUnload" => modules::cuModuleUnload as *const c_void,
+    LibraryLoadData = c"cuLibraryLoadData" => modules::cuLibraryLoadData as *const c_void,
+    LibraryLoadFromFile = c"cuLibraryLoadFromFile"
+        => modules::cuLibraryLoadFromFile as *const c_void,
+    LibraryUnload = c"cuLibraryUnload" => modules::cuLibraryUnload as *const c_void,
     MemPoolCreate = c"cuMemPoolCreate" => cuMemPoolCreate as *const c_void,
     MemPoolDestroy = c"cuMemPoolDestroy" => cuMemPoolDestroy as *const c_void,
     DeviceGetDefaultMemPool = c"cuDeviceGetDefaultMemPool"
@@ -427,6 +440,7 @@ table!(Cu, CUDA_HOOKS {
     StreamGetDevice = c"cuStreamGetDevice" => NONE,
     DeviceGetAttribute = c"cuDeviceGetAttribute" => NONE,
     GraphGetNodes = c"cuGraphGetNodes" => NONE,
+    FuncGetAttribute = c"cuFuncGetAttribute" => NONE,
     GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
     GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
     DeviceGetGraphMemAttribute = c"cuDeviceGetGraphMemAttribute" => NONE,
@@ -705,9 +719,10 @@ macro_rules! real_or_return {
 
 // Launches (`launch.rs`), pool releases (`pools.rs`), NVML's process lists
 // inside a worker (`processes.rs`), virtual memory management (`vmm.rs`) and
-// graph memory (`graphs.rs`): after the macro above.
+// graph memory (`graphs.rs`), module globals (`modules.rs`): after the macro above.
 mod graphs;
 mod launch;
+mod modules;
 mod pools;
 mod processes;
 mod vmm;
@@ -1221,18 +1236,12 @@ pub unsafe extern "C" fn cuGreenCtxDestroy(green: *mut c_void) -> CuResult {
 const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
 const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: c_int = 39;
 
-#[no_mangle]
-pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
-    type F = unsafe extern "C" fn(c_int, usize) -> CuResult;
-    type Get = unsafe extern "C" fn(*mut usize, c_int) -> CuResult;
+/// A device's resident threads: SMs x maximum threads per SM (what the
+/// stack size and local memory are sized by).
+fn resident_threads(dev: CUdevice) -> Option<u64> {
     type Attr = unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CuResult;
-    let real = real_or_return!(Cu::CtxSetLimit, F);
-    let current = || {
-        let get = CUDA.real::<Get>(Cu::CtxGetLimit as usize)?;
-        let mut v = 0usize;
-        (get(&mut v, limit) == CUDA_SUCCESS).then_some(v as u64)
-    };
-    let threads = |dev: CUdevice| {
+    // SAFETY: the driver's own function, on out-pointers of this frame.
+    unsafe {
         let attr = CUDA.real::<Attr>(Cu::DeviceGetAttribute as usize)?;
         let (mut sms, mut per_sm) = (0, 0);
         let ok = attr(&mut sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS
@@ -1242,11 +1251,28 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
                 dev,
             ) == CUDA_SUCCESS;
         ok.then(|| sms.max(0) as u64 * per_sm.max(0) as u64)
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
+    type F = unsafe extern "C" fn(c_int, usize) -> CuResult;
+    type Get = unsafe extern "C" fn(*mut usize, c_int) -> CuResult;
+    let real = real_or_return!(Cu::CtxSetLimit, F);
+    let current = || {
+        let get = CUDA.real::<Get>(Cu::CtxGetLimit as usize)?;
+        let mut v = 0usize;
+        (get(&mut v, limit) == CUDA_SUCCESS).then_some(v as u64)
     };
     boundary(CUDA_ERROR_UNKNOWN, || {
-        crate::ctxlimits::set(&Cuda, limit, value as u64, current, threads, || {
-            real(limit, value)
-        })
+        crate::ctxlimits::set(
+            &Cuda,
+            limit,
+            value as u64,
+            current,
+            resident_threads,
+            || real(limit, value),
+        )
     })
 }
 
@@ -1256,6 +1282,10 @@ pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CuResult {
 fn place_of(location: &MemLocation) -> Option<memory::Place> {
     match location.kind {
         CU_MEM_LOCATION_TYPE_DEVICE => Some(memory::Place::Device(location.id)),
+        // The memory is its device's: charged there.
+        CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN => {
+            Some(memory::Place::Device(location.id & 0xff))
+        }
         CU_MEM_LOCATION_TYPE_HOST..=CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT => {
             Some(memory::Place::Host)
         }

@@ -11,10 +11,14 @@
 //!   instantiated.
 //! - `ctxlimits`: what a context's raised stack, printf FIFO and heap limits
 //!   take (`cuCtxSetLimit`).
+//! - `modules`: what a module's or library's `__device__` globals take
+//!   (`cuModuleLoad*`, `cuLibraryLoad*`), read from the image.
 //! - `context`: the memory the driver reserves for a context, charged
 //!   from its creation to its destruction.
 //! - `forksafe`: books behind one mutex, held across `fork()`.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
+//! - `localmem`: the local memory a launch grows its context to, charged
+//!   on a function's first launch in a context.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
 //! - `refresh`: one thread per limited process, keeping each launch's
 //!   charge in step with the gain the host's compute sampler stores.
@@ -34,6 +38,8 @@ mod forksafe;
 mod graphs;
 mod launch;
 mod limits;
+mod localmem;
 mod memory;
+mod modules;
 mod refresh;
 mod vmm;

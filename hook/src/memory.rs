@@ -84,6 +84,12 @@ pub enum Kind {
     Primary,
     /// What a context's raised limit takes (`ctxlimits.rs`).
     Limit,
+    /// A `CUmodule`'s globals (`modules.rs`).
+    Module,
+    /// A `CUlibrary`'s globals (`modules.rs`).
+    Library,
+    /// The local memory launches grew a context to, by context (`localmem.rs`).
+    LocalMemory,
 }
 
 /// What one allocation took.
@@ -370,6 +376,8 @@ fn take_context(ctx: u64) -> Taken {
     if ctx == 0 {
         return taken;
     }
+    // Its handle and its functions' may name new ones from now on.
+    crate::localmem::forget();
     for s in &MAP {
         let mut s = s.lock();
         let keys: Vec<_> = s
