@@ -67,7 +67,7 @@ $(BUILD)/c-tests/%: c-tests/%.c c-tests/*.h include/accelerator.h
 # Extra test steps added by component fragments (vendors, limiter, go).
 TEST_RUN_EXTRA :=
 VALGRIND_EXTRA :=
--include vendors/*/vendor.mk limiter/limiter.mk hook/hook.mk go/go.mk packaging/packaging.mk probe/probe.mk \
+-include vendors/*/vendor.mk c-tests/fakes/hlml.mk limiter/limiter.mk hook/hook.mk go/go.mk packaging/packaging.mk probe/probe.mk \
          c-tests/v2/v2.mk gpu-kit/gpu-kit.mk tests/readme.mk tests/frameworks/frameworks.mk
 
 # The limiter's records reach every vendor's per-process functions: run
@@ -159,6 +159,7 @@ Test (all part of `make test` unless marked)
   test-ascend           the Ascend vendor against its fake DCMI
   test-amd              the AMD vendor against its fake AMD SMI 24.x/25.x/26.x (MI300X and MI210 nodes)
   test-amd-layout       the fake AMD SMI's layouts against each version's header figures
+  test-hlml-fake        the fake HLML (Gaudi 2 and 3 nodes) and both HLML layouts against the headers' figures
   test-amd-probe        the probe on the AMD fake (each AMD SMI version): XGMI topology, templates
   test-amd-valgrind     the AMD suite under valgrind, on each AMD SMI version
   test-go-amd           the cgo binding against the AMD build
