@@ -21,7 +21,7 @@ int main(void) {
   unsetenv("FAKE_HLML_INIT_FAIL");
   EXPECT(hlml_init(), HLML_SUCCESS);
   EXPECT(hlml_get_hlml_version(s, sizeof s), HLML_SUCCESS);
-  CHECK(strcmp(s, "1.24.2") == 0, "version %s", s);
+  CHECK(strcmp(s, "1.24.0") == 0, "version %s", s);
   EXPECT(hlml_get_hlml_version(s, 3), HLML_ERROR_INSUFFICIENT_SIZE);
   EXPECT(hlml_device_get_count(&n), HLML_SUCCESS);
   CHECK(n == 8, "count %u", n);

@@ -2,8 +2,8 @@
  * 8x Gaudi 2 node (HL-225, 96 GiB HBM2E = 98304 MiB as hl-smi shows it,
  * 600 W, PCIe Gen4 x16, PCI device 0x1020) or, with
  * FAKE_HLML_NODE=gaudi3, an 8x Gaudi 3 node (HL-325L, 128 GiB HBM2E,
- * 900 W, PCIe Gen5 x16, PCI device 0x1060). Built in FAKE_HLML_LAYOUT's
- * layouts (hlml.h beside it).
+ * 900 W, PCIe Gen5 x16, PCI device 0x1060). Built as the HLML of release
+ * 1.FAKE_HLML_MINOR, with that release's layouts (hlml.h beside it).
  *
  * HLML's index order is not the bus order on real nodes, and neither is
  * the module id (the OAM slot): here index i is the device on bus
@@ -95,19 +95,21 @@ hlml_return_t hlml_shutdown(void) {
   return HLML_SUCCESS;
 }
 
-/* The release whose wheel gives layout 2; layout 1's release is not known
- * (docs: hlml.h). */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* The release this build's layouts are: "1.<minor>.0". */
 hlml_return_t hlml_get_hlml_version(char *version, unsigned int length) {
   if (inits == 0)
     return HLML_ERROR_UNINITIALIZED;
   const char *force = getenv("FAKE_HLML_VERSION");
-  return put(version, length, force ? force : "1.24.2");
+  return put(version, length, force ? force : "1." STR(FAKE_HLML_MINOR) ".0");
 }
 
 hlml_return_t hlml_get_driver_version(char *driver_version, unsigned int length) {
   if (inits == 0)
     return HLML_ERROR_UNINITIALIZED;
-  return put(driver_version, length, "1.24.2-7c61dbc");
+  return put(driver_version, length, "1." STR(FAKE_HLML_MINOR) ".0-7c61dbc");
 }
 
 hlml_return_t hlml_device_get_count(unsigned int *device_count) {
@@ -128,7 +130,11 @@ hlml_return_t hlml_device_get_handle_by_index(unsigned int index, hlml_device_t 
   return HLML_SUCCESS;
 }
 
-static void bus_id(int i, char *out, size_t n) { snprintf(out, n, "0000:%02x:00.0", bus_of[i]); }
+/* The domain as wide as the release's bus_id holds it: 4 hex digits up to
+ * 1.18, 8 from 1.19 (PCI_DOMAIN_LEN 5 -> 9, as NVML writes it). */
+static void bus_id(int i, char *out, size_t n) {
+  snprintf(out, n, PCI_DOMAIN_LEN == 9 ? "00000000:%02x:00.0" : "0000:%02x:00.0", bus_of[i]);
+}
 
 static void uuid(int i, char *out, size_t n) {
   snprintf(out, n, "01P%d-HL%s-15-TN%04X-0%u-07-0%u", gaudi3() ? 3 : 4, gaudi3() ? "3090A0" : "2080A0",
@@ -197,7 +203,9 @@ hlml_return_t hlml_device_get_serial(hlml_device_t device, char *serial, unsigne
 hlml_return_t hlml_get_firmware_fit_version(hlml_device_t device, char *firmware_fit, unsigned int length) {
   DEV(device);
   (void)i;
-  return put(firmware_fit, length, gaudi3() ? "hl-gaudi3-1.24.2-fw-61.3.2-sec-3" : "hl-gaudi2-1.24.2-fw-61.3.2-sec-9");
+  return put(firmware_fit, length,
+             gaudi3() ? "hl-gaudi3-1." STR(FAKE_HLML_MINOR) ".0-fw-61.3.2-sec-3"
+                      : "hl-gaudi2-1." STR(FAKE_HLML_MINOR) ".0-fw-61.3.2-sec-9");
 }
 
 hlml_return_t hlml_device_get_pci_info(hlml_device_t device, hlml_pci_info_t *pci) {
@@ -213,10 +221,12 @@ hlml_return_t hlml_device_get_pci_info(hlml_device_t device, hlml_pci_info_t *pc
   const char *speed = gaudi3() ? "32GT/s" : "16GT/s";
   snprintf(pci->caps.link_speed, PCI_LINK_INFO_LEN, "%s", speed);
   snprintf(pci->caps.link_width, PCI_LINK_INFO_LEN, "x16");
-#if FAKE_HLML_LAYOUT >= 2
+#if FAKE_HLML_MINOR >= 11
   snprintf(pci->caps.link_max_speed, PCI_LINK_INFO_LEN, "%s", speed);
   snprintf(pci->caps.link_max_width, PCI_LINK_INFO_LEN, "x16");
   pci->pci_rev = 1;
+#endif
+#if FAKE_HLML_MINOR >= 18
   pci->pci_subsys_id = gaudi3() ? 0x1060u : 0x1020u;
 #endif
   return HLML_SUCCESS;
@@ -281,7 +291,7 @@ hlml_return_t hlml_device_get_utilization_rates(hlml_device_t device, hlml_utili
   if (!utilization)
     return HLML_ERROR_INVALID_ARGUMENT;
   utilization->aip = busy[i];
-#if FAKE_HLML_LAYOUT >= 2
+#if FAKE_HLML_MINOR >= 19
   utilization->memory = (unsigned)(used_mib[i] * 100 / (gaudi3() ? 131072 : 98304));
 #endif
   return HLML_SUCCESS;

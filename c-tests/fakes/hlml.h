@@ -1,31 +1,32 @@
-/* The subset of HLML (libhlml.so, hlml.h) that a Habana vendor reads,
- * transcribed for the fake in hlml.c. Two layouts of the same names exist:
+/* The subset of HLML (libhlml.so, hlml.h) that the habana vendor reads,
+ * transcribed for the fake in hlml.c, as the HLML of SynapseAI release
+ * 1.FAKE_HLML_MINOR lays it out. The layouts are those of the
+ * habana-pyhlml wheels on PyPI (1.10.0 to 1.24.2: their ctypes types are
+ * generated from each release's header; HabanaAI/gohlml's hlml.h is the
+ * 1.10 one), and changed three times:
  *
- *   FAKE_HLML_LAYOUT=1  the header HabanaAI/gohlml ships (hlml.h, its last
- *                       version, with hlml_get_hlml_version): a 5-character
- *                       PCI domain, hlml_pci_info_t of 52 bytes, a 4-byte
- *                       hlml_utilization_t
- *   FAKE_HLML_LAYOUT=2  the layouts of the habana-pyhlml 1.24.2.481 wheel
- *                       (pyhlml_types_generated.py, generated from that
- *                       release's header): a 9-character PCI domain, the
- *                       link's maximum speed and width, the PCI revision and
- *                       subsystem id (84 bytes), utilization with memory
+ *   1.10         hlml_pci_info_t 52 bytes: a 5-character PCI domain
+ *                (bus_id 15 bytes), the link's current speed and width
+ *   1.11 - 1.17  76: the link's maximum speed and width, pci_rev
+ *   1.18         80: pci_subsys_id
+ *   1.19 - 1.24  84: a 9-character domain (bus_id 19 bytes, every field
+ *                after it 4 bytes further); hlml_utilization_t gains
+ *                `memory` (4 -> 8 bytes)
  *
- * Only layout 2 is known with the library version that reports it
- * (1.24.2): the fake is built as layout 2; c-tests/hlml_layout.c checks
- * both layouts' figures. Units are the wheel's docstrings': power in mW,
+ * c-tests/hlml_layout.c checks each release's figures, vendors/habana/
+ * layout.rs reads them. Units are the wheels' docstrings': power in mW,
  * energy in mJ, memory in bytes, clocks in MHz, temperature in Celsius. */
 #ifndef FAKE_HLML_H
 #define FAKE_HLML_H
 
-#ifndef FAKE_HLML_LAYOUT
-#define FAKE_HLML_LAYOUT 2
+#ifndef FAKE_HLML_MINOR
+#define FAKE_HLML_MINOR 24
 #endif
 
-#if FAKE_HLML_LAYOUT == 1
-#define PCI_DOMAIN_LEN 5
-#else
+#if FAKE_HLML_MINOR >= 19
 #define PCI_DOMAIN_LEN 9
+#else
+#define PCI_DOMAIN_LEN 5
 #endif
 #define PCI_ADDR_LEN ((PCI_DOMAIN_LEN) + 10)
 #define PCI_LINK_INFO_LEN 10
@@ -38,9 +39,9 @@
 #define HLML_AFFINITY_SCOPE_SOCKET 1
 typedef unsigned int hlml_affinity_scope_t;
 
-/* The same values in the header and the 1.24 wheel (the older pyhlml
- * hlml_types.py numbered AIP_IS_LOST..UNKNOWN 11..14, the header never
- * did). */
+/* The same values in every wheel from 1.10 and in gohlml's header (the
+ * pyhlml repository's first hlml_types.py numbered AIP_IS_LOST..UNKNOWN
+ * 11..14; no release did). */
 typedef enum hlml_return {
   HLML_SUCCESS = 0,
   HLML_ERROR_UNINITIALIZED = 1,
@@ -60,7 +61,7 @@ typedef enum hlml_return {
 typedef struct hlml_pci_cap {
   char link_speed[PCI_LINK_INFO_LEN];
   char link_width[PCI_LINK_INFO_LEN];
-#if FAKE_HLML_LAYOUT >= 2
+#if FAKE_HLML_MINOR >= 11
   char link_max_speed[PCI_LINK_INFO_LEN];
   char link_max_width[PCI_LINK_INFO_LEN];
 #endif
@@ -75,8 +76,10 @@ typedef struct hlml_pci_info {
   unsigned int domain;
   unsigned int pci_device_id;
   hlml_pci_cap_t caps;
-#if FAKE_HLML_LAYOUT >= 2
+#if FAKE_HLML_MINOR >= 11
   unsigned int pci_rev;
+#endif
+#if FAKE_HLML_MINOR >= 18
   unsigned int pci_subsys_id;
 #endif
 } hlml_pci_info_t;
@@ -91,7 +94,7 @@ typedef enum hlml_clock_type {
 
 typedef struct hlml_utilization {
   unsigned int aip; /* percent over the last second */
-#if FAKE_HLML_LAYOUT >= 2
+#if FAKE_HLML_MINOR >= 19
   unsigned int memory;
 #endif
 } hlml_utilization_t;
@@ -106,7 +109,7 @@ typedef enum hlml_temperature_sensors {
   HLML_TEMPERATURE_ON_AIP = 0,
   HLML_TEMPERATURE_ON_BOARD = 1,
   HLML_TEMPERATURE_OTHER = 2,
-  HLML_TEMPERATURE_HBM = 3, /* 1.24 on */
+  HLML_TEMPERATURE_HBM = 3, /* 3-5: the 1.24 wheel */
   HLML_TEMPERATURE_VRM = 4,
   HLML_TEMPERATURE_CTEMP = 5,
 } hlml_temperature_sensors_t;
