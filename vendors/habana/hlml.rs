@@ -108,14 +108,6 @@ pub struct Hlml {
 
 type R<T> = Result<T, HlmlError>;
 
-fn check(func: &'static str, status: Status) -> R<()> {
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(HlmlError::call(func, status))
-    }
-}
-
 impl Hlml {
     fn load() -> R<Hlml> {
         let mut syms = Symbols::open(PATH_ENV, SEARCH_PATHS).map_err(HlmlError::NotLoaded)?;
@@ -147,7 +139,7 @@ impl Hlml {
             ecc_mode: optional!(syms, "hlml_device_get_ecc_mode"),
         };
         // SAFETY: documented signature, no arguments.
-        check("hlml_init", unsafe { init() })?;
+        HlmlError::check("hlml_init", unsafe { init() })?;
         let version = match lib_string(lib_version, "hlml_get_hlml_version") {
             Ok(v) => v,
             Err(e) => {
@@ -196,7 +188,7 @@ impl Hlml {
     pub fn devices(&self) -> R<Vec<Handle>> {
         let mut n: c_uint = 0;
         // SAFETY: `n` is the count to fill.
-        check(
+        HlmlError::check(
             "hlml_device_get_count",
             self.call(|| unsafe { (self.req.count)(&mut n) }),
         )?;
@@ -205,7 +197,7 @@ impl Hlml {
             let mut h: H = std::ptr::null_mut();
             // SAFETY: an index below the count; `h` the handle to fill.
             let rc = self.call(|| unsafe { (self.req.by_index)(i, &mut h) });
-            check("hlml_device_get_handle_by_index", rc)?;
+            HlmlError::check("hlml_device_get_handle_by_index", rc)?;
             out.push(Handle(h as usize));
         }
         Ok(out)
@@ -217,7 +209,7 @@ impl Hlml {
         let mut buf = [0u8; STR_LEN];
         // SAFETY: `buf` holds the length passed.
         let rc = self.call(|| unsafe { f(ptr(h), buf.as_mut_ptr().cast(), STR_LEN as c_uint) });
-        check(name, rc).map(|()| c_str(&buf))
+        HlmlError::check(name, rc).map(|()| c_str(&buf))
     }
 
     /// One call of an optional `f(handle, *out)` function, into a T with
@@ -227,7 +219,7 @@ impl Hlml {
         let mut v = Padded::<T>::new();
         // SAFETY: `f` has this signature; `v` is a T (and room) to fill.
         let rc = self.call(|| unsafe { f(ptr(h), v.ptr()) });
-        check(name, rc).map(|()| v.value)
+        HlmlError::check(name, rc).map(|()| v.value)
     }
 
     /// One call of a `f(handle, kind, unsigned *)` function.
@@ -236,7 +228,7 @@ impl Hlml {
         let mut v = Padded::<u32>::new();
         // SAFETY: `f` has this signature; `v` an unsigned (and room).
         let rc = self.call(|| unsafe { f(ptr(h), kind, v.ptr()) });
-        check(name, rc).map(|()| v.value)
+        HlmlError::check(name, rc).map(|()| v.value)
     }
 
     /// One call of a `f(handle, *out)` function whose structure is
@@ -245,7 +237,7 @@ impl Hlml {
         let mut b = OutBuf::new(max);
         // SAFETY: `b` holds the largest layout known and headroom.
         let rc = self.call(|| unsafe { f(ptr(h), b.ptr()) });
-        check(name, rc).map(|()| b)
+        HlmlError::check(name, rc).map(|()| b)
     }
 
     pub fn uuid(&self, h: Handle) -> R<String> {
@@ -305,7 +297,7 @@ impl Hlml {
         // SAFETY: `words` holds the NODE_WORDS words passed.
         let rc = self
             .call(|| unsafe { f(ptr(h), NODE_WORDS as c_uint, words.as_mut_ptr(), SCOPE_NODE) });
-        check(name, rc)?;
+        HlmlError::check(name, rc)?;
         let bits = c_ulong::BITS;
         Ok(words
             .iter()
@@ -380,7 +372,7 @@ impl Hlml {
         let f = self.opt.ecc_mode.ok_or(HlmlError::MissingOptional(name))?;
         let (mut current, mut pending) = (0u32, 0u32);
         // SAFETY: two hlml_enable_state_t to fill.
-        check(
+        HlmlError::check(
             name,
             self.call(|| unsafe { f(ptr(h), &mut current, &mut pending) }),
         )?;
@@ -403,7 +395,7 @@ fn shut_down(f: Option<FnVoid>) {
 fn lib_string(f: FnLibStr, name: &'static str) -> R<String> {
     let mut buf = [0u8; STR_LEN];
     // SAFETY: `buf` holds the length passed.
-    check(name, unsafe {
+    HlmlError::check(name, unsafe {
         f(buf.as_mut_ptr().cast(), STR_LEN as c_uint)
     })?;
     Ok(c_str(&buf))
