@@ -10,7 +10,7 @@ VALGRIND := valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kin
 # Every test run gets a private state directory.
 TEST_STATE = $(shell mktemp -d /tmp/accelerator-test.XXXXXX)
 
-VENDORS  := stub ascend nvidia amd universal
+VENDORS  := stub ascend nvidia amd habana universal
 
 # Copy build outputs in by rename, never over the old file in place: a
 # process that mapped the old one (a host that loaded
@@ -79,7 +79,7 @@ $(BUILD)/c-tests/test_usage_merge: c-tests/test_usage_merge.c c-tests/test_util.
 
 .PHONY: test-usage-merge
 test-usage-merge: $(LIMITER_SO) $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator.so \
-                  $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
+                  $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS) $(HABANA_TEST_DEPS)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) \
 	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator.so $(LIMITER_SO)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_VENDOR=nvidia \
@@ -91,17 +91,21 @@ test-usage-merge: $(LIMITER_SO) $(BUILD)/c-tests/test_usage_merge $(BUILD)/libac
 	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator_ascend.so $(LIMITER_SO)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(AMD_ENV) \
 	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator_amd.so $(LIMITER_SO)
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HABANA_ENV) \
+	  $(BUILD)/c-tests/test_usage_merge $(BUILD)/libaccelerator_habana.so $(LIMITER_SO)
 
 TEST_RUN_EXTRA += test-usage-merge
 
 # fork() from a threaded host while its threads are inside each vendor (the
-# stub, the NVIDIA fakes, the Ascend fake, the AMD fake): 500 forks each, 0 hangs (issue
+# stub, the NVIDIA fakes, the Ascend fake, the AMD fake, the HLML fake): 500 forks each, 0 hangs (issue
 # 23; about 5-40 s per vendor on a loaded 2-core machine).
 .PHONY: test-fork-vendors
 test-fork-vendors: $(BUILD)/c-tests/test_fork_vendors $(BUILD)/libaccelerator.so $(NVIDIA_TEST_DEPS) \
-                   $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
+                   $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS) $(HABANA_TEST_DEPS)
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error \
 	  $(BUILD)/c-tests/test_fork_vendors $(BUILD)/libaccelerator.so 500
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error $(HABANA_ENV) \
+	  $(BUILD)/c-tests/test_fork_vendors $(BUILD)/libaccelerator_habana.so 500
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error $(AMD_ENV) \
 	  $(BUILD)/c-tests/test_fork_vendors $(BUILD)/libaccelerator_amd.so 500
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) ACCELERATOR_LOG=error ACCELERATOR_VENDOR=nvidia \
@@ -137,8 +141,8 @@ FORCE:
 define HELP
 Build
   all (default)         build/libaccelerator.so (stub vendor) and build/libcuda_limiter.so
-  stub, nvidia, ascend, amd  build/libaccelerator_<vendor>.so, one Cargo feature each
-  universal             build/libaccelerator_universal.so: nvidia, ascend and amd, chosen by the PCI bus
+  stub, nvidia, ascend, amd, habana  build/libaccelerator_<vendor>.so, one Cargo feature each
+  universal             build/libaccelerator_universal.so: nvidia, ascend, amd and habana, chosen by the PCI bus
   limiter               build/liblimiter.so (and include/limiter.h)
   hook                  build/libcuda_limiter.so, the CUDA preload hook
   headers               regenerate the cbindgen headers in include/
@@ -162,6 +166,11 @@ Test (all part of `make test` unless marked)
   test-amd-probe        the probe on the AMD fake (each AMD SMI version): XGMI topology, templates
   test-amd-valgrind     the AMD suite under valgrind, on each AMD SMI version
   test-go-amd           the cgo binding against the AMD build
+  test-habana           the Habana vendor against its fake HLML 1.10/1.17/1.18/1.24 (Gaudi 2 and Gaudi 3 nodes)
+  test-habana-layout    the fake HLML's layouts against each release's figures; the fake against a real node's answers
+  test-habana-probe     the probe on the Habana fake (each HLML release)
+  test-habana-valgrind  the Habana suite under valgrind, on each HLML release
+  test-go-habana        the cgo binding against the Habana build
   test-pci              PCI discovery on fake sysfs trees: selection, errors, probe --pci, --json schema,
                         the universal build's choice on each
   test-fork-vendors     500 forks while threads call every vendor function (stub, NVIDIA, Ascend, AMD)
@@ -210,7 +219,7 @@ Maintenance
   abi-reference         regenerate the headers' parts of docs/{abi,abi-v2,limiter}-reference.md
   hook-paths-table      regenerate docs/hook.md's table of memory paths
 Packaging
-  install               install (PREFIX, DESTDIR, LIBDIR, DOCDIR, INSTALL_VENDOR=universal|stub|nvidia|ascend|amd)
+  install               install (PREFIX, DESTDIR, LIBDIR, DOCDIR, INSTALL_VENDOR=universal|stub|nvidia|ascend|amd|habana)
   uninstall             remove what install put there
   dist                  build/accelerator-<version>.tar.gz: every build (universal the default), docs, CHANGELOG
 endef

@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-const VENDORS: &[&str] = &["stub", "nvidia", "ascend", "amd"];
+const VENDORS: &[&str] = &["stub", "nvidia", "ascend", "amd", "habana"];
 
 fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");

@@ -414,7 +414,7 @@ void acceleratorSetLogCallback(AcceleratorLogCallback callback);
 uint32_t acceleratorAbiVersion(void);
 
 /*
- The active vendor's name ("stub", "nvidia", "ascend", "amd"), or "" when the
+ The active vendor's name ("stub", "nvidia", "ascend", "amd", "habana"), or "" when the
  configuration names no usable vendor (the last error says why).
  */
 const char *acceleratorVendorName(void);

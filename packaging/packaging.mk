@@ -80,7 +80,7 @@ uninstall:
 # accelerator.pc picks one through its `vendor` variable (universal by
 # default: pkg-config --define-variable=vendor=nvidia ...).
 DIST_NAME    := accelerator-$(VERSION)
-DIST_VENDORS := universal stub nvidia ascend amd
+DIST_VENDORS := universal stub nvidia ascend amd habana
 DIST_STAGE   := $(BUILD)/dist/$(DIST_NAME)
 dist: $(foreach v,$(DIST_VENDORS),$(BUILD)/libaccelerator_$(v).so) \
       $(if $(HAVE_LIMITER),$(BUILD)/liblimiter.so) $(HOOK_LIB)

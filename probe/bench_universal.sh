@@ -12,15 +12,16 @@ trap 'rm -rf "$state"' EXIT
 
 fakes=(ACCELERATOR_NVML_PATH=$B/fakes/nvidia/libnvidia-ml.so.1 ACCELERATOR_CUDA_PATH=$B/fakes/nvidia/libcuda.so.1
        ACCELERATOR_DCMI_PATH=$B/fakes/ascend/libdcmi.so FAKE_DCMI_STATE=$state
-       ACCELERATOR_AMDSMI_PATH=$B/fakes/amd/libamd_smi.so ACCELERATOR_AMD_SYSFS=$B/fakes/amd/sys)
+       ACCELERATOR_AMDSMI_PATH=$B/fakes/amd/libamd_smi.so ACCELERATOR_AMD_SYSFS=$B/fakes/amd/sys
+       ACCELERATOR_HLML_PATH=$B/fakes/habana/libhlml.so ACCELERATOR_HABANA_SYSFS=$B/fakes/habana/sys)
 nodriver=(ACCELERATOR_NVML_PATH=/nonexistent/libnvidia-ml.so.1 ACCELERATOR_DCMI_PATH=/nonexistent/libdcmi.so
-          ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so)
+          ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so ACCELERATOR_HLML_PATH=/nonexistent/libhlml.so)
 
 echo "== size: file bytes (release, debuginfo=1) and text+data mapped (size(1))"
 uni=$B/libaccelerator_universal.so
 loaded() { size "$1" | awk 'NR == 2 { print $1 + $2 }'; }
 printf '%-12s %12s %12s %14s %12s\n' build file universal/it text+data universal/it
-for v in stub nvidia ascend amd universal; do
+for v in stub nvidia ascend amd habana universal; do
   f=$B/libaccelerator_$v.so
   awk -v v="$v" -v fb="$(stat -c %s "$f")" -v fu="$(stat -c %s "$uni")" \
       -v lb="$(loaded "$f")" -v lu="$(loaded "$uni")" \
@@ -39,5 +40,6 @@ load() {
 load nvidia-fake nvidia "${fakes[@]}"
 load mi300x amd "${fakes[@]}"
 load ascend910 ascend "${fakes[@]}"
-# No accelerator and no driver: the universal build tries all three.
+load gaudi2 habana "${fakes[@]}"
+# No accelerator and no driver: the universal build tries all four.
 load laptop nvidia "${nodriver[@]}"

@@ -245,6 +245,7 @@ static const struct kind {
     {"nvidia", "cuda.device", "GPU", "NVIDIA GPU (CUDA)"},
     {"ascend", "ascend.device", "NPU", "Huawei Ascend NPU (CANN)"},
     {"amd", "rocm.device", "GPU", "AMD GPU (ROCm)"},
+    {"habana", "gaudi2.device", "HPU", "Intel Gaudi HPU (HLML)"},
 };
 
 static const struct kind *kind_of(const char *vendor) {

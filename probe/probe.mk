@@ -28,7 +28,7 @@ VALGRIND_EXTRA += valgrind-probe
 # the universal build choosing the vendor each tree shows.
 .PHONY: test-pci
 test-pci: $(PCI_TREES)/.stamp $(BUILD)/probe $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator_universal.so \
-          $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
+          $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS) $(HABANA_TEST_DEPS)
 	probe/test_pci.sh $(BUILD)/probe $(PCI_TREES) $(BUILD)
 
 TEST_RUN_EXTRA += test-pci
@@ -37,7 +37,7 @@ TEST_RUN_EXTRA += test-pci
 # single-vendor build's, on the trees with the fake drivers (docs/pci.md).
 .PHONY: bench-universal
 bench-universal: $(PCI_TREES)/.stamp $(BUILD)/c-tests/bench_load $(BUILD)/libaccelerator_stub.so \
-                 $(BUILD)/libaccelerator_universal.so $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
+                 $(BUILD)/libaccelerator_universal.so $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS) $(HABANA_TEST_DEPS)
 	probe/bench_universal.sh $(BUILD)/c-tests/bench_load $(PCI_TREES) $(BUILD)
 
 bench: bench-universal

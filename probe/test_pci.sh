@@ -16,6 +16,7 @@ builds=(
   "nvidia $B/libaccelerator_nvidia.so ACCELERATOR_NVML_PATH=$B/fakes/nvidia/libnvidia-ml.so.1 ACCELERATOR_CUDA_PATH=$B/fakes/nvidia/libcuda.so.1"
   "ascend $B/libaccelerator_ascend.so ACCELERATOR_DCMI_PATH=$B/fakes/ascend/libdcmi.so"
   "amd    $B/libaccelerator_amd.so ACCELERATOR_AMDSMI_PATH=$B/fakes/amd/libamd_smi.so ACCELERATOR_AMD_SYSFS=$B/fakes/amd/sys"
+  "habana $B/libaccelerator_habana.so ACCELERATOR_HLML_PATH=$B/fakes/habana/libhlml.so ACCELERATOR_HABANA_SYSFS=$B/fakes/habana/sys"
 )
 # The universal build (every real vendor) with every fake driver present:
 # only the PCI bus tells it which node it is on.
@@ -30,7 +31,7 @@ run() {
   local tree=$1 want=$2 mode=$3; shift 3
   local lib env
   lib=$(lib_of) env=$(env_of)
-  [ "$mode" = nodriver ] && env="ACCELERATOR_NVML_PATH=/nonexistent/libnvidia-ml.so.1 ACCELERATOR_DCMI_PATH=/nonexistent/libdcmi.so ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so"
+  [ "$mode" = nodriver ] && env="ACCELERATOR_NVML_PATH=/nonexistent/libnvidia-ml.so.1 ACCELERATOR_DCMI_PATH=/nonexistent/libdcmi.so ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so ACCELERATOR_HLML_PATH=/nonexistent/libhlml.so"
   rm -rf "$state/s" && mkdir "$state/s"
   env ACCELERATOR_SYSFS_ROOT="$trees/$tree" ACCELERATOR_STATE_DIR="$state/s" FAKE_DCMI_STATE="$state/s" \
       ACCELERATOR_LOG=warn $env "$probe" "$@" "$lib" > "$state/out" 2> "$state/err" ||
@@ -187,6 +188,24 @@ lacks ascend910 "driver is not in use"
 run ascend910 nvidia nodriver --pci
 has ascend910 "Fix: load libaccelerator_ascend.so"
 
+# --- Gaudi 2: the habana build lists the node's devices (in HLML's order,
+# matched to PCI by bus id); the other builds name the build to load.
+g2="8 Habana devices at 0000:19:00.0, 0000:1a:00.0, 0000:33:00.0, 0000:34:00.0, 0000:4d:00.0, 0000:9a:00.0, 0000:b3:00.0, 0000:b4:00.0, bound to habanalabs"
+run gaudi2 habana fake --pci
+has gaudi2 "status: habana: 8 devices"
+count gaudi2 " Habana   1da3:1020 120000 " 8
+has gaudi2 "== Mismatches =="$'\n'"(none)"
+run gaudi2 habana fake --json
+json "assert [x['pci']['address'] for x in d['devices']][:3]==['0000:33:00.0','0000:9a:00.0','0000:19:00.0']; \
+assert all(x['metadata']['slotName']=='gaudi2.device' for x in d['devices'])" "gaudi2: device records"
+run gaudi2 habana nodriver --pci
+has gaudi2 "PCI shows $g2"
+has gaudi2 "libhlml.so"
+run gaudi2 stub fake --pci
+count gaudi2 "Fix: load libaccelerator_habana.so" 8
+run gaudi2 amd nodriver --pci
+has gaudi2 "PCI shows no AMD devices; PCI shows $g2"
+
 # --- the universal build: every fake driver present, each node gets the
 # vendor its PCI bus shows; a node with none and no driver gets 0 devices and
 # the reason; ACCELERATOR_VENDOR still overrides.
@@ -200,6 +219,9 @@ has universal/mi300x "status: amd: 8 devices"
 run ascend910 universal fake --pci
 has universal/ascend910 "status: ascend: 2 devices"
 has universal/ascend910 "== Mismatches =="$'\n'"(none)"
+run gaudi2 universal fake --pci
+has universal/gaudi2 "status: habana: 8 devices"
+has universal/gaudi2 "== Mismatches =="$'\n'"(none)"
 run laptop universal nodriver --pci
 has universal/laptop "status: nvidia: not supported: NVML (/nonexistent/libnvidia-ml.so.1) not usable"
 has universal/laptop "; PCI shows no accelerators"
@@ -211,6 +233,10 @@ has universal/mi300x-nodriver "(amd lists no devices)"
 run ascend910 universal nodriver --pci
 has universal/ascend910-nodriver "status: ascend: "
 has universal/ascend910-nodriver "(ascend lists no devices)"
+run gaudi2 universal nodriver --pci
+has universal/gaudi2-nodriver "status: habana: "
+has universal/gaudi2-nodriver "PCI shows $g2"
+has universal/gaudi2-nodriver "(habana lists no devices)"
 ACCELERATOR_VENDOR=ascend run mi300x universal fake --pci
 has universal/override "status: ascend: 2 devices"
 ACCELERATOR_VENDOR=amd run nvidia-fake universal fake --pci
@@ -221,8 +247,8 @@ if env ACCELERATOR_SYSFS_ROOT="$trees/laptop" ACCELERATOR_STATE_DIR="$state/s" A
      "$probe" "$B/libaccelerator_universal.so" > "$state/out" 2> "$state/err"; then
   fail "universal: ACCELERATOR_VENDOR=stub was accepted: $(cat "$state/out")"
 fi
-grep -qF 'ACCELERATOR_VENDOR="stub" is not compiled into this library (available: nvidia, ascend, amd)' "$state/err" ||
+grep -qF 'ACCELERATOR_VENDOR="stub" is not compiled into this library (available: nvidia, ascend, amd, habana)' "$state/err" ||
   fail "universal: ACCELERATOR_VENDOR=stub: $(cat "$state/err")"
-echo "test_pci: the universal build chose nvidia, amd and ascend on their nodes, none on the laptop"
+echo "test_pci: the universal build chose nvidia, amd, ascend and habana on their nodes, none on the laptop"
 
 echo "test_pci: OK"

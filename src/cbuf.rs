@@ -13,11 +13,11 @@ pub trait Zeroed: Copy {
         unsafe { std::mem::zeroed() }
     }
 }
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 impl Zeroed for i32 {}
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 impl Zeroed for u32 {}
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 impl Zeroed for u64 {}
 #[cfg(feature = "amd")]
 impl<const N: usize> Zeroed for [u32; N] {}
@@ -56,7 +56,7 @@ impl<T: Zeroed> Padded<T> {
     }
 }
 
-#[cfg(feature = "amd")]
+#[cfg(any(feature = "amd", feature = "habana"))]
 /// A zero-filled, 8-byte-aligned buffer for a structure (or an array of
 /// them) whose layout depends on the library's version: sized for the
 /// layout in use plus [`HEADROOM`], its fields read by offset with bounds
@@ -65,7 +65,7 @@ pub struct OutBuf {
     words: Vec<u64>,
 }
 
-#[cfg(feature = "amd")]
+#[cfg(any(feature = "amd", feature = "habana"))]
 impl OutBuf {
     pub fn new(bytes: usize) -> OutBuf {
         OutBuf {
@@ -92,6 +92,7 @@ impl OutBuf {
     pub fn u32(&self, off: usize) -> u32 {
         u32::from_ne_bytes(self.get(off))
     }
+    #[cfg(feature = "amd")]
     pub fn u64(&self, off: usize) -> u64 {
         u64::from_ne_bytes(self.get(off))
     }
@@ -118,7 +119,7 @@ pub fn known_u64(v: u64) -> Option<u64> {
     (v != u64::MAX && v != u64::from(u32::MAX) && v != u64::from(u16::MAX)).then_some(v)
 }
 
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 /// A fixed C char buffer as a string: up to the first NUL (never past the
 /// buffer), lossy UTF-8, trimmed.
 pub fn c_str(buf: &[u8]) -> String {

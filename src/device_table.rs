@@ -3,7 +3,9 @@
 //! topology; a process's memory on a device. Each vendor's device type carries its `DeviceInfo` and what
 //! its driver needs to address it (a handle, a card and chip number).
 
-use crate::vendor::{DeviceInfo, DeviceTopology, Link, ProcessMemory, ProcessQuery};
+use crate::vendor::{DeviceInfo, DeviceTopology, Link};
+#[cfg(any(feature = "ascend", feature = "amd"))]
+use crate::vendor::{ProcessMemory, ProcessQuery};
 use accel_common::{Error, Res};
 
 /// A discovered device: its description, plus the vendor's own fields.
@@ -22,6 +24,7 @@ impl<D: Described> Devices<D> {
         self.0.len()
     }
 
+    #[cfg(any(feature = "ascend", feature = "amd"))]
     pub fn all(&self) -> Vec<&D> {
         self.0.iter().collect()
     }
@@ -44,6 +47,7 @@ impl<D: Described> Devices<D> {
     }
 
     /// The devices a process query covers.
+    #[cfg(any(feature = "ascend", feature = "amd"))]
     pub fn covered(&self, query: &ProcessQuery) -> Vec<&D> {
         self.0
             .iter()
@@ -73,12 +77,14 @@ impl<D: Described> Devices<D> {
 }
 
 /// Every link of a topology's devices.
+#[cfg(any(feature = "ascend", feature = "amd"))]
 pub fn links_of(devices: &[DeviceTopology]) -> Vec<&Link> {
     devices.iter().flat_map(|d| &d.connections).collect()
 }
 
 /// A process's device memory as the driver reports it (`used` bytes), with
 /// its share of the device's memory.
+#[cfg(any(feature = "ascend", feature = "amd"))]
 pub fn process_memory(info: &DeviceInfo, pid: impl ToString, used: u64) -> ProcessMemory {
     let total = info.total_memory_bytes;
     ProcessMemory {

@@ -58,6 +58,19 @@ impl<L: DriverLib> DriverError<L> {
         }
     }
 
+    /// `Ok` for the library's success status (0 in every library here),
+    /// else the call's error.
+    pub fn check(func: &'static str, code: L::Code) -> Result<(), Self>
+    where
+        L::Code: Default,
+    {
+        if code == L::Code::default() {
+            Ok(())
+        } else {
+            Err(Self::call(func, code))
+        }
+    }
+
     /// The library or the device cannot do this: callers of optional facts
     /// turn it into "not available" (0 / empty).
     pub fn is_unsupported(&self) -> bool {

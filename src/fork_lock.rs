@@ -52,7 +52,7 @@ impl<T: Send + 'static> ForkMutex<T> {
 }
 
 /// A lock serializing calls, not guarding data.
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 impl ForkMutex<()> {
     /// `f()` with the lock held.
     pub(crate) fn run<T>(&self, f: impl FnOnce() -> T) -> T {
@@ -67,7 +67,7 @@ impl ForkMutex<()> {
 /// a partition change (its check and its act, which call the library
 /// inside it: taken first). `install_fork_handlers()` installs the handler
 /// once (the vendor's `open`).
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 macro_rules! driver_locks {
     () => {
         use crate::fork_lock::ForkMutex;
@@ -86,7 +86,7 @@ macro_rules! driver_locks {
         }
     };
 }
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 pub(crate) use driver_locks;
 
 #[cfg(feature = "nvidia")]

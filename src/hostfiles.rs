@@ -12,7 +12,12 @@ pub const PRELOAD_LIB: &str = "libcuda_limiter.so";
 pub const PRELOAD_GUEST_DIR: &str = "/usr/local/lib/accelerator";
 
 /// Files mapped into this process whose name starts with `prefix`.
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 fn mapped(prefix: &str) -> Vec<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let mut out: Vec<PathBuf> = Vec::new();
@@ -52,7 +57,12 @@ fn mapped_at(addr: usize) -> Option<PathBuf> {
 /// Every file in the directory of the loaded `loaded_prefix` library whose
 /// name starts with one of `prefixes` (symlinks included: a container
 /// resolves the same names), mounted at the same path.
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 pub fn driver_libs(loaded_prefix: &str, prefixes: &[&str]) -> Vec<Mount> {
     let mut dirs: Vec<PathBuf> = mapped(loaded_prefix)
         .iter()

@@ -12,15 +12,25 @@
 
 pub mod abi;
 mod api;
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 mod cbuf;
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 mod device_table;
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 mod driver_error;
-#[cfg(any(feature = "ascend", feature = "amd"))]
+#[cfg(any(feature = "ascend", feature = "amd", feature = "habana"))]
 mod dynlib;
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 mod fork_lock;
 mod hostfiles;
 mod hypervisor;
@@ -42,6 +52,10 @@ mod amd;
 #[cfg(feature = "ascend")]
 #[path = "../vendors/ascend/mod.rs"]
 mod ascend;
+/// cbindgen:ignore
+#[cfg(feature = "habana")]
+#[path = "../vendors/habana/mod.rs"]
+mod habana;
 /// cbindgen:ignore
 #[cfg(feature = "nvidia")]
 #[path = "../vendors/nvidia/mod.rs"]

@@ -2,7 +2,7 @@
 //!
 //! `ACCELERATOR_VENDOR` names one explicitly. Otherwise the real vendors
 //! compiled in are tried, those whose hardware PCI shows first (then in
-//! the order of `REAL`: nvidia, ascend, amd); the first whose library loads and
+//! the order of `REAL`: nvidia, ascend, amd, habana); the first whose library loads and
 //! lists devices wins. When none does, a vendor whose hardware PCI shows
 //! stands in with no devices and the reason (what PCI shows, what is
 //! missing), else one whose library loaded with no devices. The stub is
@@ -27,6 +27,8 @@ const REAL: &[(&str, Opener)] = &[
     ("ascend", crate::ascend::open),
     #[cfg(feature = "amd")]
     ("amd", crate::amd::open),
+    #[cfg(feature = "habana")]
+    ("habana", crate::habana::open),
 ];
 
 #[cfg(feature = "stub")]

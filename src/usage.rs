@@ -7,10 +7,20 @@
 //! such a process is listed with 0 % (unmeasured) rather than a made-up
 //! figure.
 
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 use crate::vendor::{DeviceInfo, ProcessCompute, ProcessMemory, ProcessQuery};
 use accel_common::{shm, Res};
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -48,7 +58,12 @@ pub fn records() -> Res<Rc<Vec<shm::ProcessUsage>>> {
     }
 }
 
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 /// The limiter's records on the covered devices of this vendor that the
 /// driver's list (`known`: pid, device) lacks, each with its device.
 fn unknown<'a>(
@@ -81,7 +96,12 @@ fn unknown<'a>(
     Ok(())
 }
 
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 pub fn merge_memory(
     driver: Vec<ProcessMemory>,
     devices: &[DeviceInfo],
@@ -112,7 +132,12 @@ pub fn merge_memory(
     Ok(driver.into_iter().chain(more).collect())
 }
 
-#[cfg(any(feature = "nvidia", feature = "ascend", feature = "amd"))]
+#[cfg(any(
+    feature = "nvidia",
+    feature = "ascend",
+    feature = "amd",
+    feature = "habana"
+))]
 pub fn merge_compute(
     driver: Vec<ProcessCompute>,
     devices: &[DeviceInfo],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: test_link.sh BUILD_DIR NVIDIA_FAKES ASCEND_FAKES
-# (the AMD fake comes from the environment: ACCELERATOR_AMDSMI_PATH and
-# ACCELERATOR_AMD_SYSFS, as vendors/amd/vendor.mk sets them)
+# (the AMD and Habana fakes come from the environment: ACCELERATOR_AMDSMI_PATH,
+# ACCELERATOR_AMD_SYSFS, ACCELERATOR_HLML_PATH and ACCELERATOR_HABANA_SYSFS,
+# as vendors/amd/vendor.mk and vendors/habana/vendor.mk set them)
 # Links c-tests/link/linked.c against each vendor build the way consumers
 # do, from a clean copy of the build tree (only the libraries: no stray
 # symlink can satisfy the loader), and runs it:
@@ -20,7 +21,8 @@ trap 'rm -rf "$tmp"' EXIT
 lib=$tmp/build
 mkdir -p "$lib"
 cp "$build"/libaccelerator_stub.so "$build"/libaccelerator_nvidia.so \
-   "$build"/libaccelerator_ascend.so "$build"/libaccelerator_amd.so "$build"/libaccelerator.so \
+   "$build"/libaccelerator_ascend.so "$build"/libaccelerator_amd.so "$build"/libaccelerator_habana.so \
+   "$build"/libaccelerator.so \
    "$build"/libaccelerator_universal.so "$lib"/
 mkdir -p "$tmp/sys"
 export ACCELERATOR_STATE_DIR=$tmp/state ACCELERATOR_LOG=error ACCELERATOR_SYSFS_ROOT=$tmp/sys
@@ -41,7 +43,7 @@ run() { # name expected-vendor link-args...
     failed=$((failed + 1))
   fi
 }
-for v in stub nvidia ascend amd; do
+for v in stub nvidia ascend amd habana; do
   run "$v-by-l" "$v" -L"$lib" -laccelerator_"$v"
   run "$v-by-path" "$v" "$lib/libaccelerator_$v.so"
 done

@@ -146,6 +146,17 @@ def ascend910(t):
     t.fn("pci0000:74/0000:75:00.0", 0x19e5, 0xa250, 0x120000, "hisi_zip", 0)
 
 
+def gaudi2(t):
+    """An 8 x Gaudi 2 node (HL-225, class 0x1200, habanalabs) at the buses
+    the fake HLML reports, each OAM behind an Intel root port; HLML's index
+    order is not this bus order."""
+    for i, bus in enumerate(["19", "1a", "33", "34", "4d", "9a", "b3", "b4"]):
+        numa = 0 if i < 4 else 1
+        host = "pci0000:%02x" % (int(bus, 16) - 1)
+        rp = t.bridge(host + "/0000:%02x:01.0" % (int(bus, 16) - 1), 0x8086, 0x352a, numa)
+        t.fn(rp + "/0000:%s:00.0" % bus, 0x1da3, 0x1020, 0x120000, "habanalabs", numa, (4, 16))
+
+
 def laptop(t):
     """A laptop: Raptor Lake-P integrated graphics on the root bus (i915),
     its audio, an NVMe drive. No accelerator."""
@@ -163,6 +174,7 @@ MACHINES = {
     "no-driver": lambda t: two_h100(t, None),
     "mi300x": mi300x,
     "ascend910": ascend910,
+    "gaudi2": gaudi2,
     "laptop": laptop,
 }
 

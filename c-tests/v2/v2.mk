@@ -1,9 +1,9 @@
 # The v2 (Accel*) ABI's tests and the build-tree linking test:
 #   test-link       c-tests/link: each vendor build linked by -l and by path
 #   test-v2-layout  every size and offset of ABI-v2.md
-#   test-v2         the v2 C suite for stub, NVIDIA fake, Ascend fake, AMD fake
+#   test-v2         the v2 C suite for stub, NVIDIA fake, Ascend fake, AMD fake, Habana fake
 #   test-v2-valgrind  the same under valgrind (part of test-valgrind)
-#   test-v2-go      go/purego: the hypervisor's loader, for the same three
+#   test-v2-go      go/purego: the hypervisor's loader, for the same vendors
 V2_CFLAGS := $(filter-out -Iinclude,$(CFLAGS)) -Iinclude/v2
 V2_BIN    := $(BUILD)/c-tests/v2
 
@@ -37,17 +37,19 @@ define V2_RUN
 	  $(V2_BIN)/test_v2 $(BUILD)/libaccelerator_ascend.so ascend vir02
 	st=$(TEST_STATE); env ACCELERATOR_STATE_DIR=$$st $(AMD_ENV) $(1) \
 	  $(V2_BIN)/test_v2 $(BUILD)/libaccelerator_amd.so amd CPX
+	st=$(TEST_STATE); env ACCELERATOR_STATE_DIR=$$st $(HABANA_ENV) $(1) \
+	  $(V2_BIN)/test_v2 $(BUILD)/libaccelerator_habana.so habana -
 endef
 
 V2_TEST_DEPS := $(V2_BIN)/test_v2 $(BUILD)/libaccelerator_stub.so \
-  $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
+  $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS) $(HABANA_TEST_DEPS)
 
 .PHONY: test-link test-v2-layout test-v2 test-v2-valgrind
 test-link: $(BUILD)/libaccelerator.so $(BUILD)/libaccelerator_stub.so $(BUILD)/libaccelerator_universal.so $(LIMITER_SO) \
            $(BUILD)/libaccelerator_nvidia.so $(BUILD)/libaccelerator_ascend.so \
            $(NVIDIA_FAKES)/libnvidia-ml.so.1 $(NVIDIA_FAKES)/libcuda.so.1 $(ASCEND_FAKES)/libdcmi.so \
-           $(AMD_TEST_DEPS)
-	CC="$(CC)" $(AMD_FAKE_ENV) c-tests/link/test_link.sh $(BUILD) $(NVIDIA_FAKES) $(ASCEND_FAKES)
+           $(AMD_TEST_DEPS) $(HABANA_TEST_DEPS)
+	CC="$(CC)" $(AMD_FAKE_ENV) $(HABANA_FAKE_ENV) c-tests/link/test_link.sh $(BUILD) $(NVIDIA_FAKES) $(ASCEND_FAKES)
 	c-tests/check_exports.sh $(BUILD)/libaccelerator_universal.so c-tests/accelerator.exports
 
 test-v2-layout: $(V2_BIN)/layout
@@ -77,7 +79,8 @@ VALGRIND_EXTRA += test-v2-valgrind
 # under -race (which needs cgo), once per vendor build.
 V2_GO_ENV = CGO_ENABLED=1 GOTOOLCHAIN=local
 .PHONY: test-v2-go
-test-v2-go: $(BUILD)/libaccelerator_stub.so $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS)
+test-v2-go: $(BUILD)/libaccelerator_stub.so $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DEPS) $(AMD_TEST_DEPS) \
+            $(HABANA_TEST_DEPS)
 	cd go && $(V2_GO_ENV) $(GO) vet ./purego/
 	st=$(TEST_STATE); cd go && $(V2_GO_ENV) ACCELERATOR_STATE_DIR=$$st \
 	  ACCEL_V2_LIB=$(CURDIR)/$(BUILD)/libaccelerator_stub.so ACCEL_V2_VENDOR=stub \
@@ -95,6 +98,9 @@ test-v2-go: $(BUILD)/libaccelerator_stub.so $(NVIDIA_TEST_DEPS) $(ASCEND_TEST_DE
 	  $(GO) test -race -count=1 -v ./purego/
 	st=$(TEST_STATE); cd go && $(V2_GO_ENV) ACCELERATOR_STATE_DIR=$$st $(AMD_ENV) \
 	  ACCEL_V2_LIB=$(CURDIR)/$(BUILD)/libaccelerator_amd.so ACCEL_V2_VENDOR=amd ACCEL_V2_TEMPLATE=CPX \
+	  $(GO) test -race -count=1 -v ./purego/
+	st=$(TEST_STATE); cd go && $(V2_GO_ENV) ACCELERATOR_STATE_DIR=$$st $(HABANA_ENV) \
+	  ACCEL_V2_LIB=$(CURDIR)/$(BUILD)/libaccelerator_habana.so ACCEL_V2_VENDOR=habana ACCEL_V2_TEMPLATE=- \
 	  $(GO) test -race -count=1 -v ./purego/
 
 TEST_RUN_EXTRA += test-v2-go

@@ -1,6 +1,8 @@
 // Package vendorcheck_test runs the cgo binding against whichever vendor
 // build pkg-config links: the stub in "make test-go", the AMD build on the
-// fake MI300X node in "make test-go-amd" (vendors/amd/vendor.mk).
+// fake MI300X node in "make test-go-amd" (vendors/amd/vendor.mk), the
+// Habana build on the fake Gaudi 2 node in "make test-go-habana"
+// (vendors/habana/vendor.mk: no partitions, no links HLML can tell).
 //
 //	ACCEL_CGO_VENDOR    the vendor the library must report (default stub)
 //	ACCEL_CGO_TEMPLATE  a template of device 0 to assign and remove
@@ -41,7 +43,8 @@ func TestVendorThroughCgo(t *testing.T) {
 	indices := make([]int, len(devs))
 	for i, d := range devs {
 		uuids[i], indices[i] = d.UUID, i
-		if d.UUID == "" || d.Index != i || d.TotalMemoryBytes == 0 || d.TotalComputeUnits == 0 {
+		// HLML gives no compute unit count: 0, not an invented one.
+		if d.UUID == "" || d.Index != i || d.TotalMemoryBytes == 0 || (d.TotalComputeUnits == 0) != (vendor == "habana") {
 			t.Errorf("device %d: %+v", i, d)
 		}
 		if vendor != "amd" {
@@ -59,8 +62,12 @@ func TestVendorThroughCgo(t *testing.T) {
 	if err != nil || len(topo.Devices) != len(devs) {
 		t.Fatalf("topology: %+v (%v)", topo, err)
 	}
+	links := len(devs) - 1
+	if vendor == "habana" {
+		links = 0
+	}
 	for i, row := range topo.Devices {
-		if len(row.Connections) != len(devs)-1 {
+		if len(row.Connections) != links {
 			t.Errorf("row %d: %d connections", i, len(row.Connections))
 		}
 		for _, c := range row.Connections {
@@ -74,6 +81,14 @@ func TestVendorThroughCgo(t *testing.T) {
 	}
 
 	templates, err := accelerator.PartitionTemplates(0)
+	if vendor == "habana" {
+		_, aerr := accelerator.AssignPartition("any", uuids[0])
+		if err != nil || len(templates) != 0 || !errors.Is(aerr, accelerator.ErrNotSupported) {
+			t.Errorf("Gaudi has no partitions: %d templates (%v), assign: %v", len(templates), err, aerr)
+		}
+		metrics(t, uuids)
+		return
+	}
 	if err != nil || len(templates) == 0 {
 		t.Fatalf("templates of device 0: %v (%v)", templates, err)
 	}
@@ -105,7 +120,12 @@ func TestVendorThroughCgo(t *testing.T) {
 		}
 	}
 
-	// Metrics from 8 goroutines at once (under -race).
+	metrics(t, uuids)
+}
+
+// metrics reads the devices' metrics from 8 goroutines at once (under
+// -race), then their extended metrics.
+func metrics(t *testing.T, uuids []string) {
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

@@ -73,8 +73,8 @@ pub static KNOWN: &[KnownVendor] = &[
     KnownVendor {
         id: 0x1da3,
         name: "Habana",
-        module: "",
-        library: "",
+        module: "habana",
+        library: "HLML",
         kernel_driver: "habanalabs",
         accepts: any,
     },

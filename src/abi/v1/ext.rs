@@ -41,7 +41,7 @@ pub extern "C" fn acceleratorAbiVersion() -> u32 {
     ACCELERATOR_ABI_VERSION
 }
 
-/// The active vendor's name ("stub", "nvidia", "ascend", "amd"), or "" when the
+/// The active vendor's name ("stub", "nvidia", "ascend", "amd", "habana"), or "" when the
 /// configuration names no usable vendor (the last error says why).
 #[no_mangle]
 pub extern "C" fn acceleratorVendorName() -> *const c_char {
@@ -53,6 +53,7 @@ pub extern "C" fn acceleratorVendorName() -> *const c_char {
             "nvidia" => c"nvidia",
             "ascend" => c"ascend",
             "amd" => c"amd",
+            "habana" => c"habana",
             _ => c"unknown",
         };
         Ok(())
