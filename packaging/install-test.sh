@@ -56,12 +56,13 @@ out=$(env -u ACCELERATOR_VENDOR LD_LIBRARY_PATH="$ulib" ACCELERATOR_STATE_DIR=$r
       ACCELERATOR_SYSFS_ROOT="$empty" ACCELERATOR_LOG=error \
       ACCELERATOR_NVML_PATH="$NVIDIA_FAKES/libnvidia-ml.so.1" ACCELERATOR_CUDA_PATH="$NVIDIA_FAKES/libcuda.so.1" \
       ACCELERATOR_DCMI_PATH=/nonexistent/libdcmi.so ACCELERATOR_AMDSMI_PATH=/nonexistent/libamd_smi.so \
+      ACCELERATOR_HLML_PATH=/nonexistent/libhlml.so \
       "$root/universal")
 [ "$out" = "vendor 'nvidia' rc 0 devices 2: " ] || fail "universal install on the NVIDIA fake: $out"
 step "universal install, NVIDIA fake driver: $out"
 out=$(LD_LIBRARY_PATH="$ulib" ACCELERATOR_STATE_DIR=$root/state-u ACCELERATOR_VENDOR=stub ACCELERATOR_LOG=error \
       "$root/universal")
-grep -q "^vendor '' rc 1 devices 0: .*ACCELERATOR_VENDOR=\"stub\" is not compiled into this library (available: nvidia, ascend, amd)" <<<"$out" ||
+grep -q "^vendor '' rc 1 devices 0: .*ACCELERATOR_VENDOR=\"stub\" is not compiled into this library (available: nvidia, ascend, amd, habana)" <<<"$out" ||
   fail "universal install asked for the stub: $out"
 step "universal install, ACCELERATOR_VENDOR=stub: refused (no simulator in a node's library)"
 
