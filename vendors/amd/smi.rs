@@ -281,14 +281,6 @@ pub struct Smi {
 
 type R<T> = Result<T, AmdError>;
 
-fn check(func: &'static str, status: Status) -> R<()> {
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(AmdError::call(func, status))
-    }
-}
-
 impl Smi {
     fn load() -> R<Smi> {
         let mut syms = Symbols::open(PATH_ENV, SEARCH_PATHS).map_err(AmdError::NotLoaded)?;
@@ -328,7 +320,7 @@ impl Smi {
             partition_profile: optional!(syms, "amdsmi_get_gpu_accelerator_partition_profile"),
         };
         // SAFETY: documented signature; GPUs only, as the issue asks.
-        check("amdsmi_init", unsafe { init(INIT_AMD_GPUS) })?;
+        AmdError::check("amdsmi_init", unsafe { init(INIT_AMD_GPUS) })?;
         let (version, layout) = match version_of(lib_version) {
             Ok((version, Some(layout))) => (version, layout),
             Ok((found, None)) => {
@@ -377,11 +369,11 @@ impl Smi {
         let mut n: u32 = 0;
         // SAFETY: a NULL array asks for the count only.
         let rc = self.call(|| unsafe { (self.req.socket_handles)(&mut n, std::ptr::null_mut()) });
-        check("amdsmi_get_socket_handles", rc)?;
+        AmdError::check("amdsmi_get_socket_handles", rc)?;
         let mut sockets: Vec<H> = vec![std::ptr::null_mut(); n as usize];
         // SAFETY: `sockets` holds `n` handles, the count passed.
         let rc = self.call(|| unsafe { (self.req.socket_handles)(&mut n, sockets.as_mut_ptr()) });
-        check("amdsmi_get_socket_handles", rc)?;
+        AmdError::check("amdsmi_get_socket_handles", rc)?;
         sockets.truncate(n as usize);
         let mut out = Vec::new();
         for s in sockets {
@@ -389,12 +381,12 @@ impl Smi {
             // SAFETY: count only, for a socket AMD SMI just gave.
             let rc = self
                 .call(|| unsafe { (self.req.processor_handles)(s, &mut k, std::ptr::null_mut()) });
-            check("amdsmi_get_processor_handles", rc)?;
+            AmdError::check("amdsmi_get_processor_handles", rc)?;
             let mut procs: Vec<H> = vec![std::ptr::null_mut(); k as usize];
             // SAFETY: `procs` holds `k` handles, the count passed.
             let rc = self
                 .call(|| unsafe { (self.req.processor_handles)(s, &mut k, procs.as_mut_ptr()) });
-            check("amdsmi_get_processor_handles", rc)?;
+            AmdError::check("amdsmi_get_processor_handles", rc)?;
             procs.truncate(k as usize);
             for p in procs {
                 let mut t: u32 = 0;
@@ -416,7 +408,7 @@ impl Smi {
         // SAFETY: `buf` holds `len` bytes (≥ AMDSMI_GPU_UUID_SIZE).
         let rc =
             self.call(|| unsafe { (self.req.uuid)(ptr(h), &mut len, buf.as_mut_ptr().cast()) });
-        check("amdsmi_get_gpu_device_uuid", rc)?;
+        AmdError::check("amdsmi_get_gpu_device_uuid", rc)?;
         Ok(c_str(&buf))
     }
 
@@ -427,7 +419,7 @@ impl Smi {
         let mut v = Padded::<T>::new();
         // SAFETY: `f` has this signature; `v` is a T (and room) to fill.
         let rc = self.call(|| unsafe { f(ptr(h), v.ptr()) });
-        check(name, rc).map(|()| v.value)
+        AmdError::check(name, rc).map(|()| v.value)
     }
 
     /// One call of an optional `f(handle, *out)` function whose structure
@@ -437,7 +429,7 @@ impl Smi {
         let mut b = OutBuf::new(size);
         // SAFETY: `b` holds this version's structure and headroom.
         let rc = self.call(|| unsafe { f(ptr(h), b.ptr()) });
-        check(name, rc).map(|()| b)
+        AmdError::check(name, rc).map(|()| b)
     }
 
     pub fn bdf(&self, h: Handle) -> R<u64> {
@@ -533,7 +525,7 @@ impl Smi {
         let mut v = Padded::<PowerCapInfo>::new();
         // SAFETY: documented signature; sensor 0.
         let rc = self.call(|| unsafe { f(ptr(h), 0, v.ptr()) });
-        check(name, rc).map(|()| v.value)
+        AmdError::check(name, rc).map(|()| v.value)
     }
 
     /// One clock domain's current, minimum and maximum frequency.
@@ -543,7 +535,7 @@ impl Smi {
         let mut c = Padded::<ClkInfo>::new();
         // SAFETY: documented signature; `domain` an amdsmi_clk_type_t.
         let rc = self.call(|| unsafe { f(ptr(h), domain, c.ptr()) });
-        check(name, rc).map(|()| c.value)
+        AmdError::check(name, rc).map(|()| c.value)
     }
 
     /// A temperature metric of the hotspot sensor, as AMD SMI returns it.
@@ -553,7 +545,7 @@ impl Smi {
         let mut t: i64 = 0;
         // SAFETY: documented signature; enum values from amdsmi.h.
         let rc = self.call(|| unsafe { f(ptr(h), TEMP_HOTSPOT, metric, &mut t) });
-        check(name, rc).map(|()| t)
+        AmdError::check(name, rc).map(|()| t)
     }
 
     /// (bytes sent, bytes received) over PCIe in the last second.
@@ -566,7 +558,7 @@ impl Smi {
         let (mut sent, mut recv, mut pkt) = (0u64, 0u64, 0u64);
         // SAFETY: documented signature, three u64 outputs.
         let rc = self.call(|| unsafe { f(ptr(h), &mut sent, &mut recv, &mut pkt) });
-        check(name, rc).map(|()| (sent, recv))
+        AmdError::check(name, rc).map(|()| (sent, recv))
     }
 
     /// The processes using the device, grown until the list fits. Each
@@ -590,7 +582,7 @@ impl Smi {
                 room = (n as usize).min(MAX_PROCS);
                 continue;
             }
-            check(name, rc)?;
+            AmdError::check(name, rc)?;
             return Ok((0..(n as usize).min(room))
                 .map(|i| i * l.proc_size)
                 .map(|at| Proc {
@@ -608,7 +600,7 @@ impl Smi {
         let (mut hops, mut t) = (0u64, 0u32);
         // SAFETY: documented signature (the type an enum: 4 bytes).
         let rc = self.call(|| unsafe { f(ptr(a), ptr(b), &mut hops, &mut t) });
-        check(name, rc)?;
+        AmdError::check(name, rc)?;
         let l = self.layout;
         let kind = match t {
             t if t == l.topo_xgmi => LinkKind::Xgmi,
@@ -628,7 +620,7 @@ impl Smi {
         let (mut lo, mut hi) = (0u64, 0u64);
         // SAFETY: documented signature.
         let rc = self.call(|| unsafe { f(ptr(a), ptr(b), &mut lo, &mut hi) });
-        check(name, rc).map(|()| (lo, hi))
+        AmdError::check(name, rc).map(|()| (lo, hi))
     }
 
     fn get_mode(&self, f: Option<FnGetMode>, name: &'static str, h: Handle) -> R<String> {
@@ -636,7 +628,7 @@ impl Smi {
         let mut buf = [0u8; 32];
         // SAFETY: `buf` holds the length passed.
         let rc = self.call(|| unsafe { f(ptr(h), buf.as_mut_ptr().cast(), buf.len() as u32) });
-        check(name, rc).map(|()| c_str(&buf))
+        AmdError::check(name, rc).map(|()| c_str(&buf))
     }
 
     /// The current compute partition mode ("SPX", "CPX", ...).
@@ -660,7 +652,7 @@ impl Smi {
     fn set_mode(&self, f: Option<FnSetMode>, name: &'static str, h: Handle, mode: u32) -> R<()> {
         let f = f.ok_or(AmdError::MissingOptional(name))?;
         // SAFETY: documented signature; `mode` a value of the header's enum.
-        check(name, self.call(|| unsafe { f(ptr(h), mode) }))
+        AmdError::check(name, self.call(|| unsafe { f(ptr(h), mode) }))
     }
 
     pub fn set_compute_partition(&self, h: Handle, mode: u32) -> R<()> {
@@ -695,7 +687,7 @@ impl Smi {
         // SAFETY: `p` holds this version's profile and headroom, `ids`
         // AMDSMI_MAX_ACCELERATOR_PARTITIONS entries and headroom.
         let rc = self.call(|| unsafe { f(ptr(h), p.ptr(), ids.ptr().cast()) });
-        check(name, rc)?;
+        AmdError::check(name, rc)?;
         Ok(Profile {
             profile_type: p.u32(0),
             num_partitions: p.u32(4),
@@ -719,7 +711,7 @@ fn shut_down(f: Option<unsafe extern "C" fn() -> Status>) {
 fn version_of(f: FnVersion) -> R<(String, Option<&'static Layout>)> {
     let mut b = OutBuf::new(layout::VERSION_SIZE);
     // SAFETY: `b` holds the largest amdsmi_version_t known, and headroom.
-    check("amdsmi_get_lib_version", unsafe { f(b.ptr()) })?;
+    AmdError::check("amdsmi_get_lib_version", unsafe { f(b.ptr()) })?;
     Ok(layout::detect([b.u32(0), b.u32(4), b.u32(8), b.u32(12)]))
 }
 

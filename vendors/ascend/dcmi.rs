@@ -300,14 +300,6 @@ pub struct Dcmi {
 
 type R<T> = Result<T, AscendError>;
 
-fn check(func: &'static str, code: c_int) -> R<()> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(AscendError::call(func, code))
-    }
-}
-
 impl Dcmi {
     fn load() -> R<Dcmi> {
         let mut syms = Symbols::open(PATH_ENV, SEARCH_PATHS).map_err(AscendError::NotLoaded)?;
@@ -351,7 +343,7 @@ impl Dcmi {
         };
         let dcmi = Dcmi { syms, req, opt };
         // SAFETY: documented signature, no arguments.
-        check("dcmi_init", dcmi.call(|| unsafe { (dcmi.req.init)() }))?;
+        AscendError::check("dcmi_init", dcmi.call(|| unsafe { (dcmi.req.init)() }))?;
         Ok(dcmi)
     }
 
@@ -381,7 +373,7 @@ impl Dcmi {
         let rc = self.call(|| unsafe {
             (self.req.card_list)(&mut num, list.as_mut_ptr(), MAX_CARDS as c_int)
         });
-        check(self.req.card_list_name, rc)?;
+        AscendError::check(self.req.card_list_name, rc)?;
         let n = usize::try_from(num).unwrap_or(0).min(MAX_CARDS);
         Ok(list[..n].to_vec())
     }
@@ -390,7 +382,7 @@ impl Dcmi {
         let mut n: c_int = 0;
         // SAFETY: one int out.
         let rc = self.call(|| unsafe { (self.req.device_num_in_card)(card, &mut n) });
-        check("dcmi_get_device_num_in_card", rc)?;
+        AscendError::check("dcmi_get_device_num_in_card", rc)?;
         Ok(n.max(0))
     }
 
@@ -402,7 +394,7 @@ impl Dcmi {
         let mut id: c_int = 0;
         // SAFETY: one int out.
         let rc = self.call(|| unsafe { f(&mut id, card, dev) });
-        check("dcmi_get_device_logic_id", rc)?;
+        AscendError::check("dcmi_get_device_logic_id", rc)?;
         Ok(id)
     }
 
@@ -410,7 +402,7 @@ impl Dcmi {
         let mut out = Padded::<ChipInfo>::new();
         // SAFETY: out is a dcmi_chip_info, with headroom.
         let rc = self.call(|| unsafe { (self.req.chip_info)(card, dev, out.ptr()) });
-        check("dcmi_get_device_chip_info", rc)?;
+        AscendError::check("dcmi_get_device_chip_info", rc)?;
         Ok(out.value)
     }
 
@@ -419,7 +411,7 @@ impl Dcmi {
         let mut out = Padded::<T>::new();
         // SAFETY: f's out parameter is a T (see the Optional table), with headroom.
         let rc = self.call(|| unsafe { f(card, dev, out.ptr()) });
-        check(name, rc)?;
+        AscendError::check(name, rc)?;
         Ok(out.value)
     }
 
@@ -435,7 +427,7 @@ impl Dcmi {
         let mut out = Padded::<T>::new();
         // SAFETY: f's out parameter is a T (see the Optional table), with headroom.
         let rc = self.call(|| unsafe { f(card, dev, kind, out.ptr()) });
-        check(name, rc)?;
+        AscendError::check(name, rc)?;
         Ok(out.value)
     }
 
@@ -519,7 +511,7 @@ impl Dcmi {
         let mut buf = [0 as c_char; 256];
         // SAFETY: buf holds the length passed (one byte kept for the NUL).
         let rc = self.call(|| unsafe { f(buf.as_mut_ptr(), (buf.len() - 1) as c_uint) });
-        check("dcmi_get_driver_version", rc)?;
+        AscendError::check("dcmi_get_driver_version", rc)?;
         Ok(c_chars(&buf))
     }
 
@@ -542,7 +534,7 @@ impl Dcmi {
         let mut out = Padded::<CreateVdevOut>::new();
         // SAFETY: both pointers are the documented structures, with headroom.
         let rc = self.call(|| unsafe { f(card, dev, res.ptr(), out.ptr()) });
-        check("dcmi_create_vdevice", rc)?;
+        AscendError::check("dcmi_create_vdevice", rc)?;
         Ok(out.value)
     }
 
@@ -553,7 +545,7 @@ impl Dcmi {
             .ok_or(AscendError::MissingOptional("dcmi_set_destroy_vdevice"))?;
         // SAFETY: scalar arguments only.
         let rc = self.call(|| unsafe { f(card, dev, vdev_id) });
-        check("dcmi_set_destroy_vdevice", rc)
+        AscendError::check("dcmi_set_destroy_vdevice", rc)
     }
 
     fn device_info<T: Zeroed>(&self, card: i32, dev: i32, sub: c_uint, buf: T) -> R<T> {
@@ -575,7 +567,7 @@ impl Dcmi {
                 &mut size,
             )
         });
-        check("dcmi_get_device_info", rc)?;
+        AscendError::check("dcmi_get_device_info", rc)?;
         Ok(buf.value)
     }
 
@@ -604,7 +596,7 @@ impl Dcmi {
         let mut t: c_int = 0;
         // SAFETY: one int out.
         let rc = self.call(|| unsafe { f(a.0, a.1, b.0, b.1, &mut t) });
-        check("dcmi_get_topo_info_by_device_id", rc)?;
+        AscendError::check("dcmi_get_topo_info_by_device_id", rc)?;
         Ok(t)
     }
 
@@ -619,7 +611,7 @@ impl Dcmi {
         let mut n: c_int = MAX_PROCS as c_int;
         // SAFETY: buf holds 2 × MAX_PROCS entries (more than DCMI ever reports).
         let rc = self.call(|| unsafe { f(card, dev, buf.as_mut_ptr(), &mut n) });
-        check("dcmi_get_device_resource_info", rc)?;
+        AscendError::check("dcmi_get_device_resource_info", rc)?;
         let n = usize::try_from(n).unwrap_or(0).min(MAX_PROCS);
         // `unsigned long` is u64 on LP64 targets only.
         #[allow(clippy::useless_conversion)]
