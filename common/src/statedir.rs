@@ -131,7 +131,17 @@ fn open_with(path: &Path, create: Create, write: bool) -> Res<Option<File>> {
     if create == Create::IfMissing {
         opts.create(true);
     }
-    let file = match opts.open(path) {
+    checked(opts.open(path), path, create, write)
+}
+
+/// The checks of [`open`] on the outcome of an open of `path`.
+fn checked(
+    opened: std::io::Result<File>,
+    path: &Path,
+    create: Create,
+    write: bool,
+) -> Res<Option<File>> {
+    let file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create == Create::Never => {
             return Ok(None)
@@ -159,6 +169,117 @@ fn open_with(path: &Path, create: Create, write: bool) -> Res<Option<File>> {
         check_owner(path, meta.uid())?;
     }
     Ok(Some(file))
+}
+
+/// A directory of the state directory, opened once: every file opened,
+/// created, linked or renamed through it is in that directory, even when
+/// its path was renamed or replaced meanwhile (a worker's removal,
+/// `shm/workers.rs`). A path would name the new directory halfway through,
+/// and what one step learned of the old one (a file's identity) would be
+/// written into the new one.
+pub struct Dir {
+    file: File,
+    path: PathBuf,
+}
+
+impl Dir {
+    /// Open directory `path` (never a symlink); None when it is missing.
+    pub fn open(path: &Path) -> Res<Option<Dir>> {
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+        {
+            Ok(file) => Ok(Some(Dir {
+                file,
+                path: path.to_path_buf(),
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot open state directory", path, e)),
+        }
+    }
+
+    /// The path it was opened by (for messages: it may name another now).
+    pub fn path_of(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// [`open`] of `name` in this directory.
+    pub fn open_file(&self, name: &str, create: Create) -> Res<Option<File>> {
+        self.open_with(name, create, true)
+    }
+
+    /// [`open_read`] of `name` in this directory.
+    pub fn open_read(&self, name: &str) -> Res<Option<File>> {
+        self.open_with(name, Create::Never, false)
+    }
+
+    fn open_with(&self, name: &str, create: Create, write: bool) -> Res<Option<File>> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let c = c_name(name)?;
+        let mut flags = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        flags |= if write { libc::O_RDWR } else { libc::O_RDONLY };
+        if create == Create::IfMissing {
+            flags |= libc::O_CREAT;
+        }
+        // SAFETY: a valid directory descriptor and a NUL-terminated name;
+        // the descriptor returned is owned by the File alone.
+        let fd = unsafe { libc::openat(self.file.as_raw_fd(), c.as_ptr(), flags, file_mode()) };
+        let opened = if fd < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            // SAFETY: `fd` was just opened and nothing else owns it.
+            Ok(unsafe { File::from_raw_fd(fd) })
+        };
+        checked(opened, &self.path_of(name), create, write)
+    }
+
+    /// `link(2)` `from` to `to`, both in this directory (never replaces `to`).
+    pub fn link(&self, from: &str, to: &str) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let (f, t) = (c_name(from).map_err(other)?, c_name(to).map_err(other)?);
+        let fd = self.file.as_raw_fd();
+        // SAFETY: a valid directory descriptor and NUL-terminated names.
+        let rc = unsafe { libc::linkat(fd, f.as_ptr(), fd, t.as_ptr(), 0) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// `rename(2)` `from` over `to`, both in this directory.
+    pub fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let (f, t) = (c_name(from).map_err(other)?, c_name(to).map_err(other)?);
+        let fd = self.file.as_raw_fd();
+        // SAFETY: a valid directory descriptor and NUL-terminated names.
+        let rc = unsafe { libc::renameat(fd, f.as_ptr(), fd, t.as_ptr()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// Remove file `name` of this directory (a missing one is no error).
+    pub fn remove(&self, name: &str) {
+        use std::os::fd::AsRawFd;
+        if let Ok(c) = c_name(name) {
+            // SAFETY: a valid directory descriptor and a NUL-terminated name.
+            unsafe { libc::unlinkat(self.file.as_raw_fd(), c.as_ptr(), 0) };
+        }
+    }
+}
+
+/// A file name of ours as a C string.
+fn c_name(name: &str) -> Res<std::ffi::CString> {
+    std::ffi::CString::new(name)
+        .map_err(|_| Error::Internal(format!("file name {name:?} holds a NUL byte")))
+}
+
+fn other(e: Error) -> std::io::Error {
+    std::io::Error::other(e.to_string())
 }
 
 /// An exclusive `flock` on the state directory itself, held until dropped.
