@@ -38,6 +38,7 @@
   X(GetDeviceCount) X(GetAllDevices) X(GetPartitionTemplates)                  \
   X(GetDeviceTopology) X(AssignPartition) X(RemovePartition)                   \
   X(SetMemHardLimit) X(SetComputeUnitHardLimit) X(Snapshot) X(Resume)          \
+  X(SetComputeUnitRequest) X(SetWorkerPriority)                                \
   X(GetProcessComputeUtilization) X(GetProcessMemoryUtilization)               \
   X(GetDeviceMetrics) X(GetExtendedDeviceMetrics) X(Log)                       \
   X(acceleratorGetLastError) X(acceleratorGetLastErrorCode)                    \
@@ -1029,6 +1030,40 @@ static void test_hard_limits(void) {
   EXPECT_FAIL(A.SetComputeUnitHardLimit(worker[1], dev, 70), RESULT_ERROR_OPERATION_FAILED);
 }
 
+/* Soft mode's words (issue 34): a request (0..=100, never above the hard
+ * limit, may be set again) and a priority (1..=100, may be set again).
+ * Bad input: INVALID_PARAM with a reason, and nothing changes. */
+static void test_soft_limits(void) {
+  const char *dev = UUIDS[0];
+  EXPECT_FAIL(A.SetComputeUnitRequest("c-soft-1", dev, 101), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetComputeUnitRequest("c-soft-1", dev, UINT32_MAX), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetComputeUnitRequest("c-soft-1", "no-such-device", 10), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetComputeUnitRequest(NULL, dev, 10), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetComputeUnitRequest("c-soft-1", NULL, 10), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetWorkerPriority("c-soft-1", 0), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetWorkerPriority("c-soft-1", 101), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetWorkerPriority(NULL, 50), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.SetWorkerPriority("", 50), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_OK(A.SetWorkerPriority("c-soft-1", 1));
+  EXPECT_OK(A.SetWorkerPriority("c-soft-1", 100));
+  /* A request first: a hard limit below it is refused and not set (the
+   * one-time limit is still free for 60). */
+  EXPECT_OK(A.SetComputeUnitRequest("c-soft-1", dev, 40));
+  EXPECT_OK(A.SetComputeUnitRequest("c-soft-1", dev, 40));
+  EXPECT_FAIL(A.SetComputeUnitHardLimit("c-soft-1", dev, 30), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_OK(A.SetComputeUnitHardLimit("c-soft-1", dev, 60));
+  /* Then never above the limit; up to it, or best-effort, any number of times. */
+  EXPECT_FAIL(A.SetComputeUnitRequest("c-soft-1", dev, 61), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_OK(A.SetComputeUnitRequest("c-soft-1", dev, 60));
+  EXPECT_OK(A.SetComputeUnitRequest("c-soft-1", dev, 0));
+  /* Per device: no limit on the other one. */
+  EXPECT_OK(A.SetComputeUnitRequest("c-soft-1", UUIDS[1], 100));
+  /* A refused request changed nothing: had 170 been kept, a limit of 1
+   * would be below it. */
+  EXPECT_FAIL(A.SetComputeUnitRequest("c-soft-2", dev, 170), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_OK(A.SetComputeUnitHardLimit("c-soft-2", dev, 1));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Partitions: the 7-slice budget and memory accounting                     */
 /* ------------------------------------------------------------------------ */
@@ -1824,6 +1859,7 @@ int main(int argc, char **argv) {
   test_free_functions();
 
   test_hard_limits();
+  test_soft_limits();
   test_partitions();
   test_named_utilization();
   test_snapshot_resume();

@@ -329,16 +329,20 @@ func RemovePartition(templateOrPartitionID, deviceUUID string) error {
 	return callBool(op, func() C.bool { return C.RemovePartition(s[0], s[1]) })
 }
 
-// SetMemHardLimit caps a worker's device memory, once per worker and device.
-func SetMemHardLimit(workerID, deviceUUID string, memoryLimitBytes uint64) error {
-	const op = "SetMemHardLimit"
-	args, err := newCStrings(op, "argument", []string{workerID, deviceUUID})
+// withStrings calls f with the C copies of strs (op names the call in errors).
+func withStrings(op string, strs []string, f func([]*C.char) uint32) error {
+	args, err := newCStrings(op, "argument", strs)
 	if err != nil {
 		return err
 	}
 	defer args.free()
-	s := unsafe.Slice(args.arr, 2)
-	return call(op, func() uint32 {
+	s := unsafe.Slice(args.arr, len(strs))
+	return call(op, func() uint32 { return f(s) })
+}
+
+// SetMemHardLimit caps a worker's device memory, once per worker and device.
+func SetMemHardLimit(workerID, deviceUUID string, memoryLimitBytes uint64) error {
+	return withStrings("SetMemHardLimit", []string{workerID, deviceUUID}, func(s []*C.char) uint32 {
 		return C.SetMemHardLimit(s[0], s[1], C.uint64_t(memoryLimitBytes))
 	})
 }
@@ -346,15 +350,27 @@ func SetMemHardLimit(workerID, deviceUUID string, memoryLimitBytes uint64) error
 // SetComputeUnitHardLimit caps a worker's compute share (percent, 1–100),
 // once per worker and device.
 func SetComputeUnitHardLimit(workerID, deviceUUID string, percent uint32) error {
-	const op = "SetComputeUnitHardLimit"
-	args, err := newCStrings(op, "argument", []string{workerID, deviceUUID})
-	if err != nil {
-		return err
-	}
-	defer args.free()
-	s := unsafe.Slice(args.arr, 2)
-	return call(op, func() uint32 {
+	return withStrings("SetComputeUnitHardLimit", []string{workerID, deviceUUID}, func(s []*C.char) uint32 {
 		return C.SetComputeUnitHardLimit(s[0], s[1], C.uint32_t(percent))
+	})
+}
+
+// SetComputeUnitRequest sets the share of a device (percent, 0–100; 0 =
+// best-effort) a worker is to be guaranteed whenever it wants it, never above
+// its hard limit there. It may be set again. Launches are not scheduled by
+// it yet (docs/compute.md, "Soft mode").
+func SetComputeUnitRequest(workerID, deviceUUID string, percent uint32) error {
+	return withStrings("SetComputeUnitRequest", []string{workerID, deviceUUID}, func(s []*C.char) uint32 {
+		return C.SetComputeUnitRequest(s[0], s[1], C.uint32_t(percent))
+	})
+}
+
+// SetWorkerPriority sets a worker's priority (1–100, higher first; 50 when
+// never set). It may be set again. Launches are not scheduled by it yet
+// (docs/compute.md, "Soft mode").
+func SetWorkerPriority(workerID string, priority uint32) error {
+	return withStrings("SetWorkerPriority", []string{workerID}, func(s []*C.char) uint32 {
+		return C.SetWorkerPriority(s[0], C.uint32_t(priority))
 	})
 }
 

@@ -184,6 +184,20 @@ func TestHardLimits(t *testing.T) {
 	wantErr(t, SetComputeUnitHardLimit("go-worker-1", dev, 60), ErrOperationFailed)
 	wantErr(t, SetComputeUnitHardLimit("go-worker-2", dev, 0), ErrInvalidParam)
 	wantErr(t, SetComputeUnitHardLimit("go-worker-2", dev, 101), ErrInvalidParam)
+	// Requests and priorities may be set again; bad ones change nothing.
+	for _, p := range []uint32{30, 50, 0} {
+		if err := SetComputeUnitRequest("go-worker-1", dev, p); err != nil {
+			t.Fatalf("request %d: %v", p, err)
+		}
+	}
+	wantErr(t, SetComputeUnitRequest("go-worker-1", dev, 60), ErrInvalidParam) // above its limit
+	wantErr(t, SetComputeUnitRequest("go-worker-2", dev, 101), ErrInvalidParam)
+	wantErr(t, SetComputeUnitRequest("go-worker-2", "stub-device-77", 10), ErrInvalidParam)
+	if err := SetWorkerPriority("go-worker-1", 90); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, SetWorkerPriority("go-worker-1", 0), ErrInvalidParam)
+	wantErr(t, SetWorkerPriority("go-worker-1", 101), ErrInvalidParam)
 }
 
 func TestSnapshotResumeAndProcesses(t *testing.T) {

@@ -331,6 +331,32 @@ enum Result SetComputeUnitHardLimit(const char *workerId,
                                     uint32_t computeUnitLimit);
 
 /*
+ The share of the device the worker is to be guaranteed whenever it
+ wants it (percent, 0..=100; 0 = best-effort), never above its hard limit
+ there. It may be set again. INVALID_PARAM, with nothing changed, for a
+ request out of range or above the hard limit, or an unknown device.
+ Kept in the host's limits file; launches are not scheduled by it yet
+ (docs/compute.md, "Soft mode").
+
+ # Safety
+ Both strings are NULL or NUL-terminated.
+ */
+enum Result SetComputeUnitRequest(const char *workerId,
+                                  const char *deviceUUID,
+                                  uint32_t requestPercent);
+
+/*
+ The worker's priority, 1..=100, higher first; a worker never given one
+ is 50. It may be set again. INVALID_PARAM, with nothing changed, out of
+ range. Kept in the host's limits file; launches are not scheduled by it
+ yet (docs/compute.md, "Soft mode").
+
+ # Safety
+ `workerId` is NULL or NUL-terminated.
+ */
+enum Result SetWorkerPriority(const char *workerId, uint32_t priority);
+
+/*
  # Safety
  `processes` is NULL or valid, its `processIds` valid for `processCount`.
  */

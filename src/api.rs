@@ -89,6 +89,34 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     Ok(())
 }
 
+/// The share of a device a worker is guaranteed (0..=100, 0 =
+/// best-effort): on a device the vendor has, never above the worker's hard
+/// limit there; it may be set again.
+pub fn set_compute_request(worker: &str, uuid: &str, percent: u32) -> Res<()> {
+    known_device(uuid)?;
+    shm::set_compute_request(worker, uuid, percent)
+}
+
+/// A request must name a device of the vendor: an unknown one is a bad
+/// argument (INVALID_PARAM, issue 34), not a missing object.
+fn known_device(uuid: &str) -> Res<()> {
+    device_by_uuid(uuid).map_err(unknown_is_invalid)?;
+    Ok(())
+}
+
+/// An unknown device named to a soft-mode call is INVALID_PARAM.
+pub fn unknown_is_invalid(e: Error) -> Error {
+    match e {
+        Error::NotFound(why) => Error::InvalidParam(why),
+        e => e,
+    }
+}
+
+/// A worker's priority, 1..=100 (higher first; 50 when never set).
+pub fn set_worker_priority(worker: &str, priority: u32) -> Res<()> {
+    shm::set_worker_priority(worker, priority)
+}
+
 /// A compute limit must name a device and be a percentage of 1..=100.
 fn check_compute_limit(uuid: &str, percent: u32) -> Res<()> {
     device_by_uuid(uuid)?;
@@ -136,6 +164,17 @@ pub fn check_uuids(uuids: &[String]) -> Res<()> {
 pub fn set_mem_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
     check_mem_limit(uuid, bytes)?;
     shm::set_memory_limit_for_caller(uuid, bytes)
+}
+
+/// v2 `AccelSetComputeUnitRequest`: as [`set_mem_limit_for_caller`].
+pub fn set_compute_request_for_caller(uuid: &str, percent: u32) -> Res<()> {
+    known_device(uuid)?;
+    shm::set_compute_request_for_caller(uuid, percent)
+}
+
+/// v2 `AccelSetWorkerPriority`: as [`set_mem_limit_for_caller`].
+pub fn set_worker_priority_for_caller(priority: u32) -> Res<()> {
+    shm::set_worker_priority_for_caller(priority)
 }
 
 /// v2 `AccelSetComputeUnitHardLimit`: as [`set_mem_limit_for_caller`].

@@ -27,6 +27,8 @@ F(AccelAssignPartition)
 F(AccelRemovePartition)
 F(AccelSetMemHardLimit)
 F(AccelSetComputeUnitHardLimit)
+F(AccelSetComputeUnitRequest)
+F(AccelSetWorkerPriority)
 F(AccelSnapshot)
 F(AccelResume)
 F(AccelGetProcessInformation)
@@ -63,7 +65,7 @@ static void bind(void *lib) {
   B(AccelGetAllDevicesTopology) B(AccelAssignPartition) B(AccelRemovePartition)
   B(AccelSetMemHardLimit) B(AccelSetComputeUnitHardLimit) B(AccelSnapshot) B(AccelResume)
   B(AccelGetProcessInformation) B(AccelGetDeviceMetrics) B(AccelGetVendorMountLibs)
-  B(AccelRegisterLogCallback)
+  B(AccelRegisterLogCallback) B(AccelSetComputeUnitRequest) B(AccelSetWorkerPriority)
 #undef B
   last_error = (const char *(*)(void))dlsym(lib, "acceleratorGetLastError");
 }
@@ -197,6 +199,7 @@ static int remove_id(const char *s) { return p_AccelRemovePartition(s, devices[0
 static int remove_dev(const char *s) { return p_AccelRemovePartition(template_id, s); }
 static int mem_dev(const char *s) { return p_AccelSetMemHardLimit(s, 1 << 20); }
 static int cu_dev(const char *s) { return p_AccelSetComputeUnitHardLimit(s, 50); }
+static int req_dev(const char *s) { return p_AccelSetComputeUnitRequest(s, 10); }
 static int snap_dev(const char *s) {
   SnapshotContext c = {NULL, 0, s};
   return s ? p_AccelSnapshot(&c) : ACCEL_ERROR_INVALID_PARAM;
@@ -213,6 +216,7 @@ static void test_bad_strings(void) {
   bad_strings("RemovePartition deviceUUID", remove_dev);
   bad_strings("SetMemHardLimit deviceUUID", mem_dev);
   bad_strings("SetComputeUnitHardLimit deviceUUID", cu_dev);
+  bad_strings("SetComputeUnitRequest deviceUUID", req_dev);
   bad_strings("Snapshot deviceUUID", snap_dev);
   bad_strings("Resume deviceUUID", resume_dev);
   /* Unknown UUIDs. */
@@ -221,6 +225,8 @@ static void test_bad_strings(void) {
   EXPECT_RC(p_AccelRemovePartition(template_id, nobody), ACCEL_ERROR_NOT_FOUND);
   EXPECT_RC(p_AccelSetMemHardLimit(nobody, 1 << 20), ACCEL_ERROR_NOT_FOUND);
   EXPECT_RC(p_AccelSetComputeUnitHardLimit(nobody, 50), ACCEL_ERROR_NOT_FOUND);
+  /* Soft mode's calls (issue 34) take an unknown device for a bad argument. */
+  EXPECT_RC(p_AccelSetComputeUnitRequest(nobody, 10), ACCEL_ERROR_INVALID_PARAM);
   CHECK(snap_dev(nobody) == ACCEL_ERROR_NOT_FOUND, "Snapshot of an unknown device");
   CHECK(resume_dev(nobody) == ACCEL_ERROR_NOT_FOUND, "Resume of an unknown device");
   EXPECT_RC(p_AccelAssignPartition("no-such-template", devices[0].basic.uuid, &pr),
@@ -336,6 +342,15 @@ static void test_partition_and_metrics(void) {
   CHECK(strcmp(m[0].deviceUUID, lower) == 0 && m[0].temperatureCelsius > 0, "lowercased UUID: metrics");
   setenv("ACCELERATOR_WORKER_ID", "test-v2-lowercase", 1);
   EXPECT_RC(p_AccelSetComputeUnitHardLimit(lower, 30), ACCEL_SUCCESS);
+  /* Soft mode (issue 34): the worker's request, never above its limit,
+   * and its priority, 1..=100; both may be set again. */
+  EXPECT_RC(p_AccelSetComputeUnitRequest(lower, 20), ACCEL_SUCCESS);
+  EXPECT_RC(p_AccelSetComputeUnitRequest(lower, 30), ACCEL_SUCCESS);
+  EXPECT_RC(p_AccelSetComputeUnitRequest(lower, 31), ACCEL_ERROR_INVALID_PARAM);
+  EXPECT_RC(p_AccelSetComputeUnitRequest(lower, 101), ACCEL_ERROR_INVALID_PARAM);
+  EXPECT_RC(p_AccelSetWorkerPriority(90), ACCEL_SUCCESS);
+  EXPECT_RC(p_AccelSetWorkerPriority(0), ACCEL_ERROR_INVALID_PARAM);
+  EXPECT_RC(p_AccelSetWorkerPriority(101), ACCEL_ERROR_INVALID_PARAM);
   unsetenv("ACCELERATOR_WORKER_ID");
 
   /* Removal by the partition UUID, as the hypervisor does; then it is stale. */

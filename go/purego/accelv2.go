@@ -154,6 +154,8 @@ type Lib struct {
 	RemovePartition         func(string, string) int32
 	SetMemHardLimit         func(string, uint64) int32
 	SetComputeUnitHardLimit func(string, uint32) int32
+	SetComputeUnitRequest   func(string, uint32) int32
+	SetWorkerPriority       func(uint32) int32
 	Snapshot                func(*SnapshotContext) int32
 	Resume                  func(*SnapshotContext) int32
 	GetProcessInformation   func(*ProcessInformation, uint64, *uint64) int32
@@ -180,6 +182,8 @@ func Open(path string) (*Lib, error) {
 		{"AccelAssignPartition", &l.AssignPartition}, {"AccelRemovePartition", &l.RemovePartition},
 		{"AccelSetMemHardLimit", &l.SetMemHardLimit},
 		{"AccelSetComputeUnitHardLimit", &l.SetComputeUnitHardLimit},
+		{"AccelSetComputeUnitRequest", &l.SetComputeUnitRequest},
+		{"AccelSetWorkerPriority", &l.SetWorkerPriority},
 		{"AccelSnapshot", &l.Snapshot}, {"AccelResume", &l.Resume},
 		{"AccelGetProcessInformation", &l.GetProcessInformation},
 		{"AccelGetDeviceMetrics", &l.getDeviceMetrics},

@@ -206,6 +206,18 @@ func TestHypervisorFlow(t *testing.T) {
 	if rc := l.SetComputeUnitHardLimit(dev0, 50); rc != Success {
 		t.Errorf("AccelSetComputeUnitHardLimit: %d", rc)
 	}
+	if rc := l.SetComputeUnitRequest(dev0, 30); rc != Success {
+		t.Errorf("AccelSetComputeUnitRequest: %d", rc)
+	}
+	if rc := l.SetComputeUnitRequest(dev0, 60); rc != ErrInvalidParam {
+		t.Errorf("AccelSetComputeUnitRequest above the hard limit: %d", rc)
+	}
+	if rc := l.SetWorkerPriority(90); rc != Success {
+		t.Errorf("AccelSetWorkerPriority: %d", rc)
+	}
+	if rc := l.SetWorkerPriority(0); rc != ErrInvalidParam {
+		t.Errorf("AccelSetWorkerPriority(0): %d", rc)
+	}
 	os.Unsetenv("ACCELERATOR_WORKER_ID")
 
 	// Processes from 8 goroutines at once, no lock, as the hypervisor polls.

@@ -307,6 +307,26 @@ enum AccelResult AccelSetMemHardLimit(const char *deviceUUID, uint64_t memoryLim
 enum AccelResult AccelSetComputeUnitHardLimit(const char *deviceUUID, uint32_t computeUnitLimit);
 
 /*
+ The compute request of the calling process's worker
+ (`ACCELERATOR_WORKER_ID`): the share of the device it is to be
+ guaranteed whenever it wants it (0..=100; 0 = best-effort), never above
+ its hard limit there; it may be set again. An unknown device is
+ INVALID_PARAM. Launches are not scheduled by it yet (docs/compute.md,
+ "Soft mode").
+
+ # Safety
+ `deviceUUID` is NULL or NUL-terminated.
+ */
+enum AccelResult AccelSetComputeUnitRequest(const char *deviceUUID, uint32_t requestPercent);
+
+/*
+ The priority of the calling process's worker (`ACCELERATOR_WORKER_ID`):
+ 1..=100, higher first; 50 when never set. It may be set again.
+ Launches are not scheduled by it yet (docs/compute.md, "Soft mode").
+ */
+enum AccelResult AccelSetWorkerPriority(uint32_t priority);
+
+/*
  Process-level with `processIds`, device-level with only `deviceUUID`.
 
  # Safety

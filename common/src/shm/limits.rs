@@ -16,8 +16,8 @@
 //! |---|---|---|
 //! | header | 4 KiB | magic `ACCLIMS`, version, size, generation |
 //! | devices | 64 × 128 B | device UUIDs the host named |
-//! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time |
-//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's launch charge and last measurement (`steer.rs`) |
+//! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time, priority |
+//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's launch charge and last measurement (`steer.rs`), compute request |
 //!
 //! Names are appended under the state directory's lock (`statedir::lock_dir`);
 //! device names are never removed, worker names only once no live process
@@ -75,7 +75,14 @@ pub(super) struct LimitWorker {
     /// 1: the host removed the worker while a process still used it; it
     /// goes as soon as none does.
     pub(super) ending: AtomicU64,
+    /// The worker's priority, 1..=100 (`SetWorkerPriority`); 0: never set,
+    /// [`DEFAULT_PRIORITY`]. In the entry's padding: files written before
+    /// it read 0.
+    pub(super) priority: AtomicU64,
 }
+
+/// The priority of a worker never given one (tensor-fusion's middle).
+pub const DEFAULT_PRIORITY: u32 = 50;
 
 const _: () = assert!(std::mem::size_of::<LimitWorker>() == 192);
 
@@ -100,6 +107,10 @@ pub(super) struct Row {
     /// The tokens one launch of the worker costs here: its measured device
     /// time per launch (`steer.rs`); 0 = not measured yet.
     pub(super) charge: AtomicU64,
+    /// The share of the device the worker is guaranteed here, percent
+    /// (`SetComputeUnitRequest`); 0 = best-effort. Zero padding in files
+    /// written before it.
+    pub(super) request: AtomicU64,
 }
 
 pub(super) const FROZEN_BIT: u64 = 1;
@@ -115,6 +126,7 @@ impl Row {
             _retired_gain: AtomicU64::new(0),
             measured_ms: AtomicU64::new(0),
             charge: AtomicU64::new(0),
+            request: AtomicU64::new(0),
         }
     }
 
@@ -409,6 +421,67 @@ pub(super) fn set_limit(
     })
 }
 
+/// Set `worker`'s compute hard limit on `uuid` (one-time), never below
+/// its request there.
+pub(super) fn set_compute(worker: &str, uuid: &str, percent: u64) -> Res<()> {
+    write(Some(worker), |lim| {
+        let row = host_row(lim, worker, uuid)?;
+        let request = row.request.load(Acquire);
+        if percent < request {
+            return Err(Error::InvalidParam(format!(
+                "compute limit {percent}% of worker {worker:?} on {uuid:?} is below its request ({request}%)"
+            )));
+        }
+        reports::set_once(&row.cu_limit, percent, "compute", worker, uuid)
+    })
+}
+
+/// Set `worker`'s compute request on `uuid` (0..=100; changeable), never
+/// above its hard limit there.
+pub(super) fn set_request(worker: &str, uuid: &str, percent: u64) -> Res<()> {
+    write(Some(worker), |lim| {
+        // Checked before naming anything: a refused request changes nothing.
+        if let (Some(w), Some(d)) = (
+            find_ready(&lim.workers, |k| &k.key, worker),
+            find_ready(&lim.devices, |k| k, uuid),
+        ) {
+            let limit = lim.rows[w][d].cu_limit.load(Acquire);
+            if limit != 0 && percent > limit {
+                return Err(Error::InvalidParam(format!(
+                    "compute request {percent}% of worker {worker:?} on {uuid:?} is above its hard limit ({limit}%)"
+                )));
+            }
+        }
+        host_row(lim, worker, uuid)?.request.store(percent, Release);
+        Ok(())
+    })
+}
+
+/// Set `worker`'s priority (1..=100; changeable).
+pub(super) fn set_priority(worker: &str, priority: u64) -> Res<()> {
+    write(Some(worker), |lim| {
+        let w = claim_worker(lim, worker)?;
+        lim.workers[w].priority.store(priority, Release);
+        Ok(())
+    })
+}
+
+/// The priority of `worker` as the host set it ([`DEFAULT_PRIORITY`] when
+/// never set or not named).
+pub(super) fn priority_of(worker: &str) -> Res<u32> {
+    let Some(lim) = client()? else {
+        return Ok(DEFAULT_PRIORITY);
+    };
+    let p = find_ready(&lim.workers, |k| &k.key, worker)
+        .map_or(0, |w| lim.workers[w].priority.load(Acquire));
+    intact(lim)?;
+    Ok(if p == 0 {
+        DEFAULT_PRIORITY
+    } else {
+        p.min(100) as u32
+    })
+}
+
 /// Set or clear an AutoFreeze bit ([`MEM_BIT`], [`CU_BIT`]) of `worker` on `uuid`.
 pub(super) fn set_auto(worker: &str, uuid: &str, frozen: bool, bit: u64) -> Res<()> {
     write(Some(worker), |lim| {
@@ -645,6 +718,7 @@ fn clear_entry(lim: &Limits, w: usize) {
                 &row._retired_gain,
                 &row.measured_ms,
                 &row.charge,
+                &row.request,
             ] {
                 word.store(0, Relaxed);
             }
@@ -658,6 +732,7 @@ fn clear_entry(lim: &Limits, w: usize) {
         &wk.books_born,
         &wk.idle_since_ms,
         &wk.ending,
+        &wk.priority,
     ] {
         word.store(0, Relaxed);
     }

@@ -32,7 +32,43 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     check_compute_limit(percent)?;
     key_words(worker)?;
     key_words(uuid)?;
-    limits::set_limit(worker, uuid, percent.into(), "compute", |r| &r.cu_limit)
+    limits::set_compute(worker, uuid, percent.into())
+}
+
+/// Set the share of a device a worker is guaranteed whenever it wants it
+/// (percent, 0..=100; 0 = best-effort), never above its hard limit there.
+/// Unlike hard limits, it may be set again.
+pub fn set_compute_request(worker: &str, uuid: &str, percent: u32) -> Res<()> {
+    if percent > 100 {
+        return Err(Error::InvalidParam(format!(
+            "compute request {percent}% is outside 0..=100"
+        )));
+    }
+    key_words(worker)?;
+    key_words(uuid)?;
+    limits::set_request(worker, uuid, percent.into())
+}
+
+/// Set a worker's priority (1..=100, higher first; a worker never given
+/// one is [`limits::DEFAULT_PRIORITY`]). It may be set again.
+pub fn set_worker_priority(worker: &str, priority: u32) -> Res<()> {
+    if !(1..=100).contains(&priority) {
+        return Err(Error::InvalidParam(format!(
+            "priority {priority} is outside 1..=100"
+        )));
+    }
+    key_words(worker)?;
+    limits::set_priority(worker, priority.into())
+}
+
+/// `AccelSetComputeUnitRequest` (ABI v2): as [`set_memory_limit_for_caller`].
+pub fn set_compute_request_for_caller(uuid: &str, percent: u32) -> Res<()> {
+    set_compute_request(&workers::worker_of(my_pid())?.0, uuid, percent)
+}
+
+/// `AccelSetWorkerPriority` (ABI v2): as [`set_memory_limit_for_caller`].
+pub fn set_worker_priority_for_caller(priority: u32) -> Res<()> {
+    set_worker_priority(&workers::worker_of(my_pid())?.0, priority)
 }
 
 /// `AccelSetMemHardLimit` (ABI v2, no worker argument): the limit of the
@@ -75,6 +111,10 @@ pub struct LimitEntry {
     pub device_uuid: String,
     pub memory_bytes: Option<u64>,
     pub compute_percent: Option<u32>,
+    /// The compute request (`SetComputeUnitRequest`); None: best-effort.
+    pub compute_request: Option<u32>,
+    /// The worker's priority (1..=100; 50 when never set).
+    pub priority: u32,
 }
 
 /// Every limit set on the node (from the host-owned limits file).
@@ -83,15 +123,21 @@ pub fn limits() -> Res<Vec<LimitEntry>> {
     limits::each_row(|worker, device_uuid, row| {
         let mem = row.mem_limit.load(Acquire);
         let cu = row.cu_limit.load(Acquire);
-        if mem != 0 || cu != 0 {
+        let req = row.request.load(Acquire).min(100);
+        if mem != 0 || cu != 0 || req != 0 {
             out.push(LimitEntry {
                 worker,
                 device_uuid,
                 memory_bytes: (mem != 0).then_some(mem),
                 compute_percent: (cu != 0).then_some(cu as u32),
+                compute_request: (req != 0).then_some(req as u32),
+                priority: limits::DEFAULT_PRIORITY,
             });
         }
     })?;
+    for e in &mut out {
+        e.priority = limits::priority_of(&e.worker)?;
+    }
     Ok(out)
 }
 

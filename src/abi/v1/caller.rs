@@ -191,6 +191,43 @@ pub unsafe extern "C" fn SetComputeUnitHardLimit(
     })
 }
 
+/// The share of the device the worker is to be guaranteed whenever it
+/// wants it (percent, 0..=100; 0 = best-effort), never above its hard limit
+/// there. It may be set again. INVALID_PARAM, with nothing changed, for a
+/// request out of range or above the hard limit, or an unknown device.
+/// Kept in the host's limits file; launches are not scheduled by it yet
+/// (docs/compute.md, "Soft mode").
+///
+/// # Safety
+/// Both strings are NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn SetComputeUnitRequest(
+    workerId: *const c_char,
+    deviceUUID: *const c_char,
+    requestPercent: u32,
+) -> ResultCode {
+    call("SetComputeUnitRequest", || {
+        let worker = cstr(workerId, MAX_WORKER_ID, "workerId")?;
+        let uuid = cstr(deviceUUID, MAX_UUID, "deviceUUID")?;
+        api::set_compute_request(worker, uuid, requestPercent)
+    })
+}
+
+/// The worker's priority, 1..=100, higher first; a worker never given one
+/// is 50. It may be set again. INVALID_PARAM, with nothing changed, out of
+/// range. Kept in the host's limits file; launches are not scheduled by it
+/// yet (docs/compute.md, "Soft mode").
+///
+/// # Safety
+/// `workerId` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn SetWorkerPriority(workerId: *const c_char, priority: u32) -> ResultCode {
+    call("SetWorkerPriority", || {
+        let worker = cstr(workerId, MAX_WORKER_ID, "workerId")?;
+        api::set_worker_priority(worker, priority)
+    })
+}
+
 /// Validated contents of a ProcessArray.
 unsafe fn process_array<'a>(p: *mut ProcessArray) -> Result<(&'a [pid_t], &'a str), Error> {
     let a = out(p, "processes")?;

@@ -167,6 +167,37 @@ pub unsafe extern "C" fn AccelSetComputeUnitHardLimit(
     })
 }
 
+/// The compute request of the calling process's worker
+/// (`ACCELERATOR_WORKER_ID`): the share of the device it is to be
+/// guaranteed whenever it wants it (0..=100; 0 = best-effort), never above
+/// its hard limit there; it may be set again. An unknown device is
+/// INVALID_PARAM. Launches are not scheduled by it yet (docs/compute.md,
+/// "Soft mode").
+///
+/// # Safety
+/// `deviceUUID` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn AccelSetComputeUnitRequest(
+    deviceUUID: *const c_char,
+    requestPercent: u32,
+) -> AccelResult {
+    call("AccelSetComputeUnitRequest", || {
+        let uuid = hypervisor::device_uuid(cstr(deviceUUID, MAX_UUID, "deviceUUID")?)
+            .map_err(api::unknown_is_invalid)?;
+        api::set_compute_request_for_caller(&uuid, requestPercent)
+    })
+}
+
+/// The priority of the calling process's worker (`ACCELERATOR_WORKER_ID`):
+/// 1..=100, higher first; 50 when never set. It may be set again.
+/// Launches are not scheduled by it yet (docs/compute.md, "Soft mode").
+#[no_mangle]
+pub extern "C" fn AccelSetWorkerPriority(priority: u32) -> AccelResult {
+    call("AccelSetWorkerPriority", || {
+        api::set_worker_priority_for_caller(priority)
+    })
+}
+
 /// Snapshot or resume the targets of a context: its processes, or every
 /// process the vendor lists on its device (none: nothing to do).
 unsafe fn checkpoint(
