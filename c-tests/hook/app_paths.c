@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "../test_util.h"
+#include "images.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -104,6 +105,7 @@ enum { /* cuda.h */
   CUDA_SUCCESS = 0,
   CUDA_ERROR_INVALID_VALUE = 1,
   CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_INVALID_IMAGE = 200,
   CU_MEM_ALLOCATION_TYPE_PINNED = 1,
   CU_MEM_LOCATION_TYPE_DEVICE = 1,
   CU_MEM_LOCATION_TYPE_HOST = 2,
@@ -802,6 +804,62 @@ static const char *ptx_with_globals(char *buf, size_t n, unsigned long long byte
   return buf;
 }
 
+/* Cubins and fat binaries holding them (images.h): their globals charged
+ * as the driver takes them, a crafted image refused before the driver. */
+static void scenario_cubins(void) {
+  static unsigned char elf[1024], elf_big[1024], fb[4096], bad[4096];
+  const unsigned long long g = L / 4, init = 4096;
+  size_t n = make_cubin(elf, sizeof elf, g - init, init);
+  CHECK(n > 0 && make_cubin(elf_big, sizeof elf_big, L, 0) > 0, "cubins");
+  void *m1 = NULL, *m2 = NULL, *l1 = NULL, *none = NULL;
+  unsigned long long base = charged();
+  EXPECT(A.ModuleLoadData(&m1, elf), CUDA_SUCCESS);
+  BOOKED(base + g, base + g, "a cubin's globals");
+  REFUSED(A.ModuleLoadData(&none, elf_big));
+  REFUSED(A.LibraryLoadData(&none, elf_big, NULL, NULL, 0, NULL, NULL, 0));
+  /* A fat binary of a small PTX entry and the LZ4-compressed cubin: the
+   * driver loads the cubin, the hook charges the largest entry. */
+  char ptx[512];
+  ptx_with_globals(ptx, sizeof ptx, 4096);
+  size_t len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, ptx, strlen(ptx) + 1);
+  len = fatbin_add(fb, len, sizeof fb, 2, 1, elf, n);
+  CHECK(len > 0, "a fat binary of a PTX and a compressed cubin");
+  EXPECT(A.ModuleLoadFatBinary(&m2, fb), CUDA_SUCCESS);
+  BOOKED(base + 2 * g, base + 2 * g, "a compressed cubin's globals");
+  EXPECT(A.LibraryLoadData(&l1, fb, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  BOOKED(base + 3 * g, base + 3 * g, "a library's compressed cubin's globals");
+  len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 2, 1, elf_big, n);
+  REFUSED(A.ModuleLoadData(&none, fb));
+  /* Crafted: section headers far past the image, a fat binary longer
+   * than its buffer, a compressed entry larger than it decompresses to. */
+  memcpy(bad, elf, n);
+  put_le(bad + 0x28, 1ull << 46, 8);
+  unsigned long long before = driver_allocs();
+  EXPECT(A.ModuleLoadData(&none, bad), CUDA_ERROR_INVALID_IMAGE);
+  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, 0, elf, n);
+  put_le(bad + 8, 1ull << 46, 8);
+  EXPECT(A.ModuleLoadFatBinary(&none, bad), CUDA_ERROR_INVALID_IMAGE);
+  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, 1, elf, n);
+  put_le(bad + 16 + 56, n + 1, 8);
+  EXPECT(A.LibraryLoadData(&none, bad, NULL, NULL, 0, NULL, NULL, 0), CUDA_ERROR_INVALID_IMAGE);
+  CHECK(driver_allocs() == before, "%s: a crafted image reached the driver", way);
+  /* From a file. */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/app_paths_%d.cubin", (int)getpid());
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(elf_big, 1, n, f) == n && fclose(f) == 0, "writing %s", path);
+  REFUSED(A.ModuleLoad(&none, path));
+  f = fopen(path, "wb");
+  CHECK(f && fwrite(bad, 1, len, f) == len && fclose(f) == 0, "writing %s", path);
+  EXPECT(A.LibraryLoadFromFile(&none, path, NULL, NULL, 0, NULL, NULL, 0),
+         CUDA_ERROR_INVALID_IMAGE);
+  unlink(path);
+  EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
+  EXPECT(A.ModuleUnload(m2), CUDA_SUCCESS);
+  EXPECT(A.LibraryUnload(l1), CUDA_SUCCESS);
+  BOOKED(base, base, "the cubins unloaded");
+}
+
 static void scenario_module(void) {
   CUcontext c = context(0);
   (void)c;
@@ -819,16 +877,14 @@ static void scenario_module(void) {
   BOOKED(a + b, a + b, "cuModuleLoadDataEx's globals");
   REFUSED(A.ModuleLoadData(&none, big));
   REFUSED(A.ModuleLoadDataEx(&none, big, 0, NULL, NULL));
-  /* A fat binary: its header, then the PTX. */
-  struct { unsigned magic; unsigned short version, header_size; unsigned long long size; char ptx[512]; } fb;
-  fb.magic = 0xBA55ED50u, fb.version = 1, fb.header_size = 16;
-  ptx_with_globals(fb.ptx, sizeof fb.ptx, b);
-  fb.size = strlen(fb.ptx) + 1;
-  EXPECT(A.ModuleLoadFatBinary(&m3, &fb), CUDA_SUCCESS);
+  /* A fat binary: its header, then a PTX entry. */
+  static unsigned char fb[4096];
+  size_t fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, ptx_b, strlen(ptx_b) + 1);
+  CHECK(fb_len > 0, "a fat binary");
+  EXPECT(A.ModuleLoadFatBinary(&m3, fb), CUDA_SUCCESS);
   BOOKED(a + 2 * b, a + 2 * b, "cuModuleLoadFatBinary's globals");
-  ptx_with_globals(fb.ptx, sizeof fb.ptx, L);
-  fb.size = strlen(fb.ptx) + 1;
-  REFUSED(A.ModuleLoadFatBinary(&none, &fb));
+  fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, big, strlen(big) + 1);
+  REFUSED(A.ModuleLoadFatBinary(&none, fb));
   EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
   EXPECT(A.ModuleUnload(m3), CUDA_SUCCESS);
   BOOKED(b, b, "two modules unloaded");
@@ -859,13 +915,17 @@ static void scenario_module(void) {
   BOOKED(0, 0, "the context reset");
   EXPECT(A.LibraryUnload(l2), CUDA_SUCCESS);
   BOOKED(0, 0, "a library unloaded after its context ended");
+  scenario_cubins();
   row("`cuModuleLoad` / `cuModuleLoadData` / `cuModuleLoadDataEx` / `cuModuleLoadFatBinary`",
-      "at the call, the image's `__device__` globals (its PTX `.global` declarations), in the "
-      "current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "at the call, the image's `__device__` globals (PTX `.global` declarations, a cubin's "
+      "`.nv.global` and `.nv.global.init` sections, a fat binary's largest entry, LZ4 entries "
+      "decompressed), in the current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`, "
+      "an image declaring parts it does not hold with `CUDA_ERROR_INVALID_IMAGE`",
       "`cuModuleUnload`, or the context's destruction, reset or last release",
-      "read from PTX and a fat binary's uncompressed PTX; a cubin's (ELF) or compressed entry's "
-      "globals are not charged; the `malloc` heap a module using it takes is charged up front, "
-      "at `cuCtxSetLimit` (its default is part of the context's reservation)");
+      "a fat binary's Zstandard entry (CUDA 12.8's `--compress-mode=size`) is charged its "
+      "uncompressed size, which bounds its initialized globals only; the `malloc` heap a module "
+      "using it takes is charged up front, at `cuCtxSetLimit` (its default is part of the "
+      "context's reservation)");
   row("`cuLibraryLoadData` / `cuLibraryLoadFromFile`",
       "at the call, the image's `__device__` globals, in the current context (eager loading); "
       "refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
