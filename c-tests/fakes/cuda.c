@@ -203,6 +203,7 @@ int fake_cuda_state(int pid) {
  * bytes held on the device of an NVML UUID text (the fake NVML adds them to
  * its used memory, as a real NVML sees the driver's). */
 #include <fcntl.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1271,6 +1272,10 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuModuleLoadFatBinary", (void *)cuModuleLoadFatBinary, 2000, 0},
     {"cuModuleUnload", (void *)cuModuleUnload, 2000, 0},
     {"cuModuleGetFunction", (void *)cuModuleGetFunction, 2000, 0},
+    {"cuGraphAddKernelNode", (void *)cuGraphAddKernelNode, 10000, 0},
+    {"cuGraphAddKernelNode", (void *)cuGraphAddKernelNode_v2, 12000, 0},
+    {"cuGraphKernelNodeGetParams", (void *)cuGraphKernelNodeGetParams, 10000, 0},
+    {"cuGraphKernelNodeGetParams", (void *)cuGraphKernelNodeGetParams_v2, 12000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch, 2000, 0},

@@ -94,6 +94,13 @@ typedef struct { /* cuda.h */
   size_t bytesize;
   CUdeviceptr dptr;
 } CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct { /* CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h); _v1 ends at extra */
+  void *func;
+  unsigned grid[3], block[3], shared;
+  void **params, **extra;
+  void *kern;
+  CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS;
 typedef struct { /* cuda.h */
   unsigned long long flags;
   CUstream hUploadStream;
@@ -170,6 +177,8 @@ static struct {
   CUresult (*GraphCreate)(CUgraph *, unsigned);
   CUresult (*GraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                    CUDA_MEM_ALLOC_NODE_PARAMS *);
+  CUresult (*GraphAddKernelNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                 const CUDA_KERNEL_NODE_PARAMS *);
   CUresult (*GraphAddMemFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                   CUdeviceptr);
   CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
@@ -286,6 +295,7 @@ static void resolve(void) {
   A.StreamEndCapture = get("cuStreamEndCapture", 10000, "cuStreamEndCapture", NULL);
   A.GraphCreate = get("cuGraphCreate", 10000, "cuGraphCreate", NULL);
   A.GraphAddMemAllocNode = get("cuGraphAddMemAllocNode", 11040, "cuGraphAddMemAllocNode", NULL);
+  A.GraphAddKernelNode = get("cuGraphAddKernelNode", 10000, "cuGraphAddKernelNode_v2", NULL);
   A.GraphAddMemFreeNode = get("cuGraphAddMemFreeNode", 11040, "cuGraphAddMemFreeNode", NULL);
   A.GraphInstantiateWithFlags =
       get("cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", NULL);
@@ -1022,6 +1032,42 @@ static void scenario_localmem(void) {
   EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
   context(0);
   BOOKED(0, 0, "the context reset again");
+  /* A graph's kernel nodes: charged at instantiation (the driver grows the
+   * context when the graph launches), refused there without reaching it. */
+  fa = function_with_local(1024), fc = function_with_local(3072), fd = function_with_local(1536);
+  CUDA_KERNEL_NODE_PARAMS kp = {fc, {1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, NULL, NULL};
+  CUgraph g = NULL, captured = NULL;
+  CUgraphExec e = NULL, e2 = NULL, refused = NULL;
+  CUgraphNode node = NULL;
+  CUstream st = NULL;
+  EXPECT(A.GraphCreate(&g, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, g, NULL, 0, &kp), CUDA_SUCCESS);
+  unsigned long long calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  REFUSED(A.GraphInstantiateWithFlags(&refused, g, 0));
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: the refused instantiation reached the driver", way);
+  EXPECT(A.GraphDestroy(g), CUDA_SUCCESS);
+  kp.func = fa;
+  EXPECT(A.GraphCreate(&g, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, g, NULL, 0, &kp), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  BOOKED(0, a, "a kernel node's local memory at instantiation");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(a, a, "the graph launched");
+  /* A captured launch is a kernel node too. */
+  EXPECT(A.StreamCreate(&st, 0), CUDA_SUCCESS);
+  EXPECT(A.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT(A.LaunchKernel(fd, 1, 1, 1, 32, 1, 1, 0, st, NULL, NULL), CUDA_SUCCESS);
+  EXPECT(A.StreamEndCapture(st, &captured), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e2, captured, 0), CUDA_SUCCESS);
+  BOOKED(a, d, "a captured kernel's local memory");
+  EXPECT(A.GraphLaunch(e2, NULL), CUDA_SUCCESS);
+  BOOKED(d, d, "the captured graph launched");
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphExecDestroy(e2), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the graphs' context reset");
   row("kernel launches (`cuLaunchKernel[Ex]`, `cuLaunchCooperativeKernel`): local memory",
       "at a function's first launch in a context, what its threads' local memory "
       "(`CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES` x SMs x maximum threads per SM) takes beyond the "
@@ -1029,7 +1075,14 @@ static void scenario_localmem(void) {
       "`CUDA_ERROR_OUT_OF_MEMORY` without running",
       "the context's destruction, reset or last release",
       "kept until the context ends also without `CU_CTX_LMEM_RESIZE_TO_MAX` (the driver may "
-      "reduce it after the launch); a graph's kernel nodes are not charged");
+      "reduce it after the launch)");
+  row("a graph's kernel nodes (`cuGraphAddKernelNode[_v2]`, a captured launch): local memory",
+      "at instantiation (`cuGraphInstantiate*`), in the current context, what its largest "
+      "kernel's threads take beyond the context's largest so far; refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`",
+      "the context's destruction, reset or last release",
+      "charged before the driver takes it (at the graph's launch), in the context current at "
+      "instantiation also where the graph is launched in another");
 }
 
 static void scenario_locality(void) {

@@ -443,6 +443,8 @@ table!(Cu, CUDA_HOOKS {
     FuncGetAttribute = c"cuFuncGetAttribute" => NONE,
     GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
     GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
+    GraphKernelNodeGetParams = c"cuGraphKernelNodeGetParams" => NONE,
+    GraphKernelNodeGetParamsV2 = c"cuGraphKernelNodeGetParams_v2" => NONE,
     DeviceGetGraphMemAttribute = c"cuDeviceGetGraphMemAttribute" => NONE,
 });
 

@@ -1,5 +1,6 @@
 //! Graph memory entry points: instantiation charged for the graph's
-//! allocation nodes (`crate::graphs`), exec destruction and
+//! allocation nodes (`crate::graphs`) and its kernel nodes' local memory
+//! (`crate::localmem::reserve`), exec destruction and
 //! `cuDeviceGraphMemTrim` reported. Launches are not touched (`launch.rs`).
 
 use super::*;
@@ -9,7 +10,8 @@ type CUgraph = *mut c_void;
 type CUgraphExec = *mut c_void;
 type CUgraphNode = *mut c_void;
 
-/// `CUgraphNodeType` (cuda.h): CU_GRAPH_NODE_TYPE_MEM_ALLOC.
+/// `CUgraphNodeType` (cuda.h): CU_GRAPH_NODE_TYPE_KERNEL, _MEM_ALLOC.
+const CU_GRAPH_NODE_TYPE_KERNEL: c_int = 0;
 const CU_GRAPH_NODE_TYPE_MEM_ALLOC: c_int = 10;
 /// `CUgraphMem_attribute` (cuda.h).
 const CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: c_int = 2;
@@ -34,8 +36,41 @@ struct AllocNodeParams {
     dptr: CUdeviceptr,
 }
 
-/// What `graph`'s allocation nodes take: (device ordinal, bytes) each.
-unsafe fn allocation_nodes(graph: CUgraph) -> Vec<(i32, u64)> {
+/// `CUDA_KERNEL_NODE_PARAMS_v2` (cuda.h); `_v1` is its first fields, up
+/// to `extra`.
+#[repr(C)]
+struct KernelNodeParams {
+    func: *mut c_void,
+    dims: [c_uint; 6],
+    shared_mem_bytes: c_uint,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    kern: *mut c_void,
+    ctx: *mut c_void,
+}
+
+/// A graph's nodes that take memory.
+#[derive(Default)]
+struct Nodes {
+    /// Allocation nodes: (device ordinal, bytes) each.
+    allocations: Vec<(i32, u64)>,
+    /// Kernel nodes' functions (a `CUkernel` where the node names one).
+    kernels: Vec<*mut c_void>,
+}
+
+/// The function of a kernel node (None: the driver would not say).
+unsafe fn kernel_function(node: CUgraphNode) -> Option<*mut c_void> {
+    type Params = unsafe extern "C" fn(CUgraphNode, *mut KernelNodeParams) -> CuResult;
+    let get = CUDA
+        .real::<Params>(Cu::GraphKernelNodeGetParamsV2 as usize)
+        .or_else(|| CUDA.real::<Params>(Cu::GraphKernelNodeGetParams as usize))?;
+    // Zeroed and of _v2's size: a driver writing _v1 leaves kern NULL.
+    let mut p: KernelNodeParams = std::mem::zeroed();
+    (get(node, &mut p) == CUDA_SUCCESS).then_some(if p.func.is_null() { p.kern } else { p.func })
+}
+
+/// What `graph`'s allocation and kernel nodes take.
+unsafe fn graph_nodes(graph: CUgraph) -> Nodes {
     type GetNodes = unsafe extern "C" fn(CUgraph, *mut CUgraphNode, *mut usize) -> CuResult;
     type NodeType = unsafe extern "C" fn(CUgraphNode, *mut c_int) -> CuResult;
     type Params = unsafe extern "C" fn(CUgraphNode, *mut AllocNodeParams) -> CuResult;
@@ -44,28 +79,35 @@ unsafe fn allocation_nodes(graph: CUgraph) -> Vec<(i32, u64)> {
         CUDA.real::<NodeType>(Cu::GraphNodeGetType as usize),
         CUDA.real::<Params>(Cu::GraphMemAllocNodeGetParams as usize),
     ) else {
-        return Vec::new();
+        return Nodes::default();
     };
     let mut n = 0usize;
     if graph.is_null() || get_nodes(graph, std::ptr::null_mut(), &mut n) != CUDA_SUCCESS {
-        return Vec::new();
+        return Nodes::default();
     }
     let mut nodes = vec![std::ptr::null_mut(); n];
     if get_nodes(graph, nodes.as_mut_ptr(), &mut n) != CUDA_SUCCESS {
-        return Vec::new();
+        return Nodes::default();
     }
     nodes.truncate(n);
-    let mut found = Vec::new();
+    let mut found = Nodes::default();
     for node in nodes {
         let mut kind: c_int = -1;
-        if node_type(node, &mut kind) != CUDA_SUCCESS || kind != CU_GRAPH_NODE_TYPE_MEM_ALLOC {
+        if node_type(node, &mut kind) != CUDA_SUCCESS {
+            continue;
+        }
+        if kind == CU_GRAPH_NODE_TYPE_KERNEL {
+            found.kernels.extend(kernel_function(node));
             continue;
         }
         let mut p: AllocNodeParams = std::mem::zeroed();
-        if params(node, &mut p) == CUDA_SUCCESS
+        if kind == CU_GRAPH_NODE_TYPE_MEM_ALLOC
+            && params(node, &mut p) == CUDA_SUCCESS
             && p.pool_props.location.kind == CU_MEM_LOCATION_TYPE_DEVICE
         {
-            found.push((p.pool_props.location.id, p.bytesize as u64));
+            found
+                .allocations
+                .push((p.pool_props.location.id, p.bytesize as u64));
         }
     }
     found
@@ -80,8 +122,21 @@ unsafe fn instantiate(
         return call();
     }
     boundary(CUDA_ERROR_UNKNOWN, || {
-        let nodes = allocation_nodes(graph);
-        graphs::instantiate(&Cuda, &nodes, call, || *exec as u64)
+        let nodes = graph_nodes(graph);
+        if !nodes.kernels.is_empty() {
+            // The largest local memory of its kernels, as their first
+            // launches in this context would take it.
+            let need = |dev| {
+                let each = nodes.kernels.iter();
+                each.filter_map(|&f| super::launch::local_memory(f, dev))
+                    .max()
+            };
+            let grown = crate::localmem::reserve(&Cuda, need);
+            if grown != CUDA_SUCCESS {
+                return grown;
+            }
+        }
+        graphs::instantiate(&Cuda, &nodes.allocations, call, || *exec as u64)
     })
 }
 
