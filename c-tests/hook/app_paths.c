@@ -1129,6 +1129,52 @@ static void scenario_locality(void) {
   EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
   EXPECT(A.MemPoolDestroy(created), CUDA_SUCCESS);
   BOOKED(0, 0, "freed, the pool destroyed");
+  /* A graph's allocation nodes on the locality domain and on device 0,
+   * added from device 1: device 0's graph pool, charged at instantiation. */
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  CUDA_MEM_ALLOC_NODE_PARAMS np;
+  memset(&np, 0, sizeof np);
+  np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  np.poolProps.location = dom;
+  np.bytesize = half / 2;
+  CUgraph gr = NULL, big = NULL;
+  CUgraphNode node = NULL;
+  CUgraphExec e = NULL, refused = NULL;
+  CUdeviceptr in_domain = 0, on_device = 0;
+  EXPECT(A.GraphCreate(&gr, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddMemAllocNode(&node, gr, NULL, 0, &np), CUDA_SUCCESS);
+  in_domain = np.dptr;
+  np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  np.poolProps.location.id = 0;
+  EXPECT(A.GraphAddMemAllocNode(&node, gr, NULL, 0, &np), CUDA_SUCCESS);
+  on_device = np.dptr;
+  np.poolProps.location = dom;
+  np.bytesize = half + g;
+  EXPECT(A.GraphCreate(&big, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddMemAllocNode(&node, big, NULL, 0, &np), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  unsigned long long calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  REFUSED(A.GraphInstantiateWithFlags(&refused, big, 0));
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: the refused instantiation reached the driver", way);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(0, half, "graph allocation nodes on device 0 and its locality domain, from device 1");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "the graph launched");
+  EXPECT(A.MemFreeAsync(in_domain, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(on_device, NULL), CUDA_SUCCESS);
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(big), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed, the graph destroyed, device 0's graph memory trimmed");
+  row("`cuGraphAddMemAllocNode` on another device or a device locality domain",
+      "at instantiation, on the device the node's location names (a locality domain: its "
+      "`localized.deviceId`), whatever the current context; refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`",
+      "by that device's `cuDeviceGraphMemTrim`, as for the device's own", "as for the device's own");
   row("`cuMemCreate`, `cuMemPoolCreate`, `cuMemGetDefaultMemPool` / `cuMemGetMemPool` (a device "
       "locality domain, CUDA 13.4)",
       "on the device the location's `localized.deviceId` names, as for that device",

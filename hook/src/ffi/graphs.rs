@@ -101,13 +101,12 @@ unsafe fn graph_nodes(graph: CUgraph) -> Nodes {
             continue;
         }
         let mut p: AllocNodeParams = std::mem::zeroed();
-        if kind == CU_GRAPH_NODE_TYPE_MEM_ALLOC
-            && params(node, &mut p) == CUDA_SUCCESS
-            && p.pool_props.location.kind == CU_MEM_LOCATION_TYPE_DEVICE
-        {
-            found
-                .allocations
-                .push((p.pool_props.location.id, p.bytesize as u64));
+        if kind != CU_GRAPH_NODE_TYPE_MEM_ALLOC || params(node, &mut p) != CUDA_SUCCESS {
+            continue;
+        }
+        // A device or one of its locality domains: that device's memory.
+        if let Some(memory::Place::Device(ordinal)) = place_of(&p.pool_props.location) {
+            found.allocations.push((ordinal, p.bytesize as u64));
         }
     }
     found
