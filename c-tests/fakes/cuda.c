@@ -1375,7 +1375,7 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2, 10010, 0},
     {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2, 10010, PT},
     {"cuStreamEndCapture", (void *)cuStreamEndCapture, 10000, 0},
-    {"cuStreamEndCapture", (void *)cuStreamEndCapture, 10000, PT},
+    {"cuStreamEndCapture", (void *)cuStreamEndCapture_ptsz, 10000, PT},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, 10000, 0},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, 10000, PT},
     {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo, 10010, 0},

@@ -292,7 +292,8 @@ static void resolve(void) {
   A.CtxSynchronize = get("cuCtxSynchronize", 2000, "cuCtxSynchronize", NULL);
   A.StreamCreate = get("cuStreamCreate", 2000, "cuStreamCreate", NULL);
   A.StreamBeginCapture = get("cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", NULL);
-  A.StreamEndCapture = get("cuStreamEndCapture", 10000, "cuStreamEndCapture", NULL);
+  A.StreamEndCapture =
+      get("cuStreamEndCapture", 10000, "cuStreamEndCapture", "cuStreamEndCapture_ptsz");
   A.GraphCreate = get("cuGraphCreate", 10000, "cuGraphCreate", NULL);
   A.GraphAddMemAllocNode = get("cuGraphAddMemAllocNode", 11040, "cuGraphAddMemAllocNode", NULL);
   A.GraphAddKernelNode = get("cuGraphAddKernelNode", 10000, "cuGraphAddKernelNode_v2", NULL);
@@ -651,11 +652,13 @@ static void scenario_graph(void) {
   EXPECT(A.StreamCreate(&s, 0), CUDA_SUCCESS);
   EXPECT(A.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   EXPECT(A.MemAllocAsync(&r, half / 2, s), CUDA_SUCCESS);
+  BOOKED(0, half / 2, "captured (charged as an allocation while the capture lasts)");
   EXPECT(A.StreamEndCapture(s, &gr), CUDA_SUCCESS);
-  BOOKED(0, half / 2, "captured (charged as an allocation)");
+  BOOKED(0, 0, "the capture ended: a graph's allocation node, not an allocation");
   EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  BOOKED(0, half / 2, "instantiated");
   EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
-  BOOKED(half / 2, half, "instantiated and launched");
+  BOOKED(half / 2, half / 2, "instantiated and launched");
   EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
   BOOKED(half / 2, half / 2, "freed outside the graph");
   EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
@@ -666,11 +669,10 @@ static void scenario_graph(void) {
   EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
   BOOKED(0, 0, "all given back");
   row("`cuMemAllocAsync` captured into a graph",
-      "as an allocation from the capture to its first free, and as the graph's allocation node "
-      "at instantiation",
-      "the graph's part by `cuDeviceGraphMemTrim`",
-      "charged twice between the capture and the first free (the driver takes nothing at "
-      "capture)");
+      "as an allocation while the capture lasts (`cuStreamEndCapture` gives it back), then as "
+      "the graph's allocation node at instantiation",
+      "by `cuDeviceGraphMemTrim`, as the graph's allocation nodes",
+      "charged before the driver takes it (at the graph's upload or first launch)");
 }
 
 static void scenario_pools13(void) {

@@ -372,6 +372,9 @@ table!(Cu, CUDA_HOOKS {
     GraphInstantiateWithParamsPtsz = c"cuGraphInstantiateWithParams_ptsz"
         => graphs::cuGraphInstantiateWithParams_ptsz as *const c_void,
     GraphExecDestroy = c"cuGraphExecDestroy" => graphs::cuGraphExecDestroy as *const c_void,
+    StreamEndCapture = c"cuStreamEndCapture" => graphs::cuStreamEndCapture as *const c_void,
+    StreamEndCapturePtsz = c"cuStreamEndCapture_ptsz"
+        => graphs::cuStreamEndCapture_ptsz as *const c_void,
     DeviceGraphMemTrim = c"cuDeviceGraphMemTrim" => graphs::cuDeviceGraphMemTrim as *const c_void,
     CtxSetLimit = c"cuCtxSetLimit" => cuCtxSetLimit as *const c_void,
     GreenCtxCreate = c"cuGreenCtxCreate" => cuGreenCtxCreate as *const c_void,

@@ -52,8 +52,10 @@ struct KernelNodeParams {
 /// A graph's nodes that take memory.
 #[derive(Default)]
 struct Nodes {
-    /// Allocation nodes: (device ordinal, bytes) each.
+    /// Allocation nodes on a device: (device ordinal, bytes) each.
     allocations: Vec<(i32, u64)>,
+    /// Every allocation node's address.
+    addresses: Vec<u64>,
     /// Kernel nodes' functions (a `CUkernel` where the node names one).
     kernels: Vec<*mut c_void>,
 }
@@ -104,6 +106,7 @@ unsafe fn graph_nodes(graph: CUgraph) -> Nodes {
         if kind != CU_GRAPH_NODE_TYPE_MEM_ALLOC || params(node, &mut p) != CUDA_SUCCESS {
             continue;
         }
+        found.addresses.push(p.dptr);
         // A device or one of its locality domains: that device's memory.
         if let Some(memory::Place::Device(ordinal)) = place_of(&p.pool_props.location) {
             found.allocations.push((ordinal, p.bytesize as u64));
@@ -190,6 +193,26 @@ instantiate_with_params!(
     cuGraphInstantiateWithParams_ptsz,
     Cu::GraphInstantiateWithParamsPtsz
 );
+
+/// `cuStreamEndCapture[_ptsz]`: the graph's allocation nodes captured from
+/// `cuMemAllocAsync` stop being charged as allocations (`graphs::captured`).
+macro_rules! end_capture {
+    ($name:ident, $id:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(stream: CUstream, graph: *mut CUgraph) -> CuResult {
+            type F = unsafe extern "C" fn(CUstream, *mut CUgraph) -> CuResult;
+            let real = real_or_return!($id, F);
+            let result = real(stream, graph);
+            if result == CUDA_SUCCESS && !graph.is_null() && limits::active() {
+                boundary((), || graphs::captured(&graph_nodes(*graph).addresses));
+            }
+            result
+        }
+    };
+}
+
+end_capture!(cuStreamEndCapture, Cu::StreamEndCapture);
+end_capture!(cuStreamEndCapture_ptsz, Cu::StreamEndCapturePtsz);
 
 #[no_mangle]
 pub unsafe extern "C" fn cuGraphExecDestroy(exec: CUgraphExec) -> CuResult {
