@@ -207,6 +207,8 @@ int fake_cuda_state(int pid) {
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trace.h"

@@ -523,9 +523,41 @@ static void scenario_vmm(void) {
   row("`cuMemExportToShareableHandle` + `cuMemImportFromShareableHandle` (own export)",
       "never (the same memory, charged once)",
       "the imported handle is one more reference until its `cuMemRelease`",
-      "an export is known by what the driver handed out (a descriptor's number, a FABRIC "
-      "handle's bytes)");
+      "an export is known by what the driver handed out (a descriptor's open file, whatever "
+      "its number; a FABRIC handle's bytes)");
   close(fd);
+
+  /* An export is its descriptor's file, not its number: the first export's
+   * number made to name the second's file (dup2), the first reached
+   * through a dup() of it; each import is its own export's reference. */
+  CUmemGenericAllocationHandle ha = 0, hb = 0, ia = 0, ib = 0;
+  int fa = -1, fb = -1, fa2 = -1;
+  const size_t q = half / 2;
+  EXPECT(A.MemCreate(&ha, q, &fd_prop, 0), CUDA_SUCCESS);
+  EXPECT(A.MemCreate(&hb, q, &fd_prop, 0), CUDA_SUCCESS);
+  EXPECT(A.MemExportToShareableHandle(&fa, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+         CUDA_SUCCESS);
+  EXPECT(A.MemExportToShareableHandle(&fb, hb, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+         CUDA_SUCCESS);
+  fa2 = dup(fa);
+  CHECK(fa2 >= 0 && dup2(fb, fa) == fa, "%s: dup, dup2", way);
+  EXPECT(A.MemImportFromShareableHandle(&ib, (void *)(intptr_t)fa,
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+         CUDA_SUCCESS);
+  EXPECT(A.MemImportFromShareableHandle(&ia, (void *)(intptr_t)fa2,
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+         CUDA_SUCCESS);
+  EXPECT(A.MemRelease(ha), CUDA_SUCCESS);
+  EXPECT(A.MemRelease(hb), CUDA_SUCCESS);
+  HOLDS(2 * q, "both exports' memory kept by the imports through dup2'd and dup'd numbers");
+  REFUSED(A.MemCreate(&h2, L - 2 * q + g, &prop, 0));
+  EXPECT(A.MemRelease(ib), CUDA_SUCCESS);
+  HOLDS(q, "the import of the second released");
+  EXPECT(A.MemRelease(ia), CUDA_SUCCESS);
+  HOLDS(0, "the import of the first released");
+  close(fa);
+  close(fa2);
+  close(fb);
 
   /* Multicast: a binding keeps the memory. */
   CUmulticastObjectProp mp = {1, (size_t)L, 0, 0};
