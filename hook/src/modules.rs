@@ -32,7 +32,11 @@ impl Image for [u8] {
     fn read(&self, offset: u64, len: u64) -> Option<Vec<u8>> {
         let start = usize::try_from(offset).ok()?;
         let end = start.checked_add(usize::try_from(len).ok()?)?;
-        self.get(start..end).map(<[u8]>::to_vec)
+        let bytes = self.get(start..end)?;
+        let mut copy = Vec::new();
+        copy.try_reserve_exact(bytes.len()).ok()?;
+        copy.extend_from_slice(bytes);
+        Some(copy)
     }
 }
 

@@ -27,7 +27,10 @@ impl modules::Image for Memory {
         if len > modules::MAX_READ {
             return None;
         }
-        let mut buf = vec![0u8; len as usize];
+        // A failed reservation is an unreadable image, never an abort.
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len as usize).ok()?;
+        buf.resize(len as usize, 0);
         let local = libc::iovec {
             iov_base: buf.as_mut_ptr() as *mut c_void,
             iov_len: buf.len(),
@@ -56,17 +59,24 @@ impl modules::Image for Memory {
 /// The globals of an image in memory: PTX text (NUL-terminated), a cubin,
 /// a fat binary or nvcc's wrapper around one (None: refused, unreadable).
 unsafe fn image_globals(image: *const c_void) -> Option<u64> {
+    let memory = Memory(image as *const u8);
+    if !image.is_null()
+        && modules::Image::read(&memory, 0, 4)? == FATBIN_WRAPPER_MAGIC.to_le_bytes()
+    {
+        // { int magic, version; const fatBinaryHeader *data; ... }: one
+        // level (a wrapper naming a wrapper is not followed again).
+        let data = modules::Image::read(&memory, 8, 8)?;
+        return unwrapped_globals(u64::from_le_bytes(data.try_into().ok()?) as *const c_void);
+    }
+    unwrapped_globals(image)
+}
+
+/// [`image_globals`] of an image that is not nvcc's wrapper.
+unsafe fn unwrapped_globals(image: *const c_void) -> Option<u64> {
     if image.is_null() {
         return Some(0);
     }
     let memory = Memory(image as *const u8);
-    let magic = modules::Image::read(&memory, 0, 4)?;
-    if magic == FATBIN_WRAPPER_MAGIC.to_le_bytes() {
-        // { int magic, version; const fatBinaryHeader *data; ... }
-        let data = modules::Image::read(&memory, 8, 8)?;
-        let data = u64::from_le_bytes(data.try_into().ok()?);
-        return image_globals(data as *const c_void);
-    }
     modules::globals(&memory, || {
         Some(CStr::from_ptr(image as *const c_char).to_bytes().to_vec())
     })

@@ -31,6 +31,9 @@ const PAYLOAD: usize = 8;
 const COMPRESSED_SIZE: usize = 16;
 const FLAGS: usize = 40;
 const UNCOMPRESSED: usize = 56;
+/// The most entries read (a container holds one per target, a few dozen
+/// at most): more is a crafted image, refused.
+const MAX_ENTRIES: usize = 4096;
 const KIND_PTX: u64 = 1;
 const KIND_CUBIN: u64 = 2;
 /// The compression flags: LZ4 (CUDA 11.x, 12.x) and Zstandard (12.8 on).
@@ -45,7 +48,10 @@ pub fn globals<I: Image + ?Sized>(image: &I) -> Option<u64> {
     let end = start.checked_add(le::<8>(&header, FAT_SIZE))?;
     let mut at = start;
     let mut most = 0u64;
-    while at < end {
+    for _ in 0..=MAX_ENTRIES {
+        if at >= end {
+            return Some(most);
+        }
         let entry = image.read(at, ENTRY)?;
         let (size, payload) = (le::<4>(&entry, ENTRY_SIZE), le::<8>(&entry, PAYLOAD));
         if size < ENTRY || payload > MAX_READ {
@@ -77,7 +83,7 @@ pub fn globals<I: Image + ?Sized>(image: &I) -> Option<u64> {
         most = most.max(bytes);
         at = data.checked_add(payload)?;
     }
-    Some(most)
+    None
 }
 
 /// The globals of an entry's `len` bytes of contents.
@@ -177,5 +183,8 @@ pub mod tests {
         entry[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
         assert_eq!(globals(&entry[..]), None);
         assert_eq!(globals(&fb[..fb.len() - 1]), None);
+        let empty: Vec<(u16, u64, &[u8])> = vec![(1, 0, b""); MAX_ENTRIES + 1];
+        assert_eq!(globals(&fatbin(&empty)[..]), None);
+        assert_eq!(globals(&fatbin(&empty[1..])[..]), Some(0));
     }
 }

@@ -8,7 +8,8 @@
 /// `input` decompressed to exactly `size` bytes; None: the stream is
 /// malformed, points before its output or does not make `size` bytes.
 pub fn decompress(input: &[u8], size: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(size);
+    // Grown as the stream says, never reserved from the declared size.
+    let mut out = Vec::new();
     let mut at = 0usize;
     while at < input.len() {
         let token = input[at];
@@ -18,6 +19,7 @@ pub fn decompress(input: &[u8], size: usize) -> Option<Vec<u8>> {
         if out.len().checked_add(literals)? > size {
             return None;
         }
+        out.try_reserve(literals).ok()?;
         out.extend_from_slice(input.get(at..end)?);
         at = end;
         if at == input.len() {
@@ -30,6 +32,7 @@ pub fn decompress(input: &[u8], size: usize) -> Option<Vec<u8>> {
             return None;
         }
         // Byte by byte: a match may overlap what it copies (offset < length).
+        out.try_reserve(matched).ok()?;
         let from = out.len() - offset;
         for i in 0..matched {
             out.push(out[from + i]);
