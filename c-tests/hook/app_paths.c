@@ -1116,7 +1116,9 @@ static void scenario_localmem(void) {
       "`CUDA_ERROR_OUT_OF_MEMORY`",
       "the context's destruction, reset or last release",
       "charged before the driver takes it (at the graph's launch), in the context current at "
-      "instantiation also where the graph is launched in another");
+      "instantiation also where the graph is launched in another; kernels inside a child graph "
+      "node, or set into an instantiated graph later (`cuGraphExecKernelNodeSetParams`, "
+      "`cuGraphExecUpdate`), are not charged");
 }
 
 static void scenario_locality(void) {
