@@ -1278,6 +1278,8 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGraphAddKernelNode", (void *)cuGraphAddKernelNode_v2, 12000, 0},
     {"cuGraphKernelNodeGetParams", (void *)cuGraphKernelNodeGetParams, 10000, 0},
     {"cuGraphKernelNodeGetParams", (void *)cuGraphKernelNodeGetParams_v2, 12000, 0},
+    {"cuGraphAddChildGraphNode", (void *)cuGraphAddChildGraphNode, 10000, 0},
+    {"cuGraphChildGraphNodeGetGraph", (void *)cuGraphChildGraphNodeGetGraph, 10000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch, 2000, 0},

@@ -179,6 +179,8 @@ static struct {
                                    CUDA_MEM_ALLOC_NODE_PARAMS *);
   CUresult (*GraphAddKernelNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                  const CUDA_KERNEL_NODE_PARAMS *);
+  CUresult (*GraphAddChildGraphNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                     CUgraph);
   CUresult (*GraphAddMemFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                   CUdeviceptr);
   CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
@@ -297,6 +299,8 @@ static void resolve(void) {
   A.GraphCreate = get("cuGraphCreate", 10000, "cuGraphCreate", NULL);
   A.GraphAddMemAllocNode = get("cuGraphAddMemAllocNode", 11040, "cuGraphAddMemAllocNode", NULL);
   A.GraphAddKernelNode = get("cuGraphAddKernelNode", 10000, "cuGraphAddKernelNode_v2", NULL);
+  A.GraphAddChildGraphNode =
+      get("cuGraphAddChildGraphNode", 10000, "cuGraphAddChildGraphNode", NULL);
   A.GraphAddMemFreeNode = get("cuGraphAddMemFreeNode", 11040, "cuGraphAddMemFreeNode", NULL);
   A.GraphInstantiateWithFlags =
       get("cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", NULL);
@@ -1102,6 +1106,19 @@ static void scenario_localmem(void) {
   EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
   context(0);
   BOOKED(0, 0, "the graphs' context reset");
+  /* A kernel inside a child graph node. */
+  CUgraph child = NULL, parent = NULL;
+  kp.func = fc;
+  EXPECT(A.GraphCreate(&child, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, child, NULL, 0, &kp), CUDA_SUCCESS);
+  EXPECT(A.GraphCreate(&parent, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddChildGraphNode(&node, parent, NULL, 0, child), CUDA_SUCCESS);
+  calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  REFUSED(A.GraphInstantiateWithFlags(&refused, parent, 0));
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: a child graph's kernel reached the driver", way);
+  EXPECT(A.GraphDestroy(parent), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(child), CUDA_SUCCESS);
   row("kernel launches (`cuLaunchKernel[Ex]`, `cuLaunchCooperativeKernel`): local memory",
       "at a function's first launch in a context, what its threads' local memory "
       "(`CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES` x SMs x maximum threads per SM) takes beyond the "
@@ -1110,15 +1127,16 @@ static void scenario_localmem(void) {
       "the context's destruction, reset or last release",
       "kept until the context ends also without `CU_CTX_LMEM_RESIZE_TO_MAX` (the driver may "
       "reduce it after the launch)");
-  row("a graph's kernel nodes (`cuGraphAddKernelNode[_v2]`, a captured launch): local memory",
+  row("a graph's kernel nodes (`cuGraphAddKernelNode[_v2]`, a captured launch, in child graphs "
+      "too): local memory",
       "at instantiation (`cuGraphInstantiate*`), in the current context, what its largest "
       "kernel's threads take beyond the context's largest so far; refused there with "
       "`CUDA_ERROR_OUT_OF_MEMORY`",
       "the context's destruction, reset or last release",
       "charged before the driver takes it (at the graph's launch), in the context current at "
-      "instantiation also where the graph is launched in another; kernels inside a child graph "
-      "node, or set into an instantiated graph later (`cuGraphExecKernelNodeSetParams`, "
-      "`cuGraphExecUpdate`), are not charged");
+      "instantiation also where the graph is launched in another; kernels set into an "
+      "instantiated graph later (`cuGraphExecKernelNodeSetParams`, `cuGraphExecUpdate`) are not "
+      "charged");
 }
 
 static void scenario_locality(void) {

@@ -448,6 +448,7 @@ table!(Cu, CUDA_HOOKS {
     GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
     GraphKernelNodeGetParams = c"cuGraphKernelNodeGetParams" => NONE,
     GraphKernelNodeGetParamsV2 = c"cuGraphKernelNodeGetParams_v2" => NONE,
+    GraphChildGraphNodeGetGraph = c"cuGraphChildGraphNodeGetGraph" => NONE,
     DeviceGetGraphMemAttribute = c"cuDeviceGetGraphMemAttribute" => NONE,
 });
 

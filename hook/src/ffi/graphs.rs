@@ -10,8 +10,9 @@ type CUgraph = *mut c_void;
 type CUgraphExec = *mut c_void;
 type CUgraphNode = *mut c_void;
 
-/// `CUgraphNodeType` (cuda.h): CU_GRAPH_NODE_TYPE_KERNEL, _MEM_ALLOC.
+/// `CUgraphNodeType` (cuda.h): CU_GRAPH_NODE_TYPE_KERNEL, _GRAPH, _MEM_ALLOC.
 const CU_GRAPH_NODE_TYPE_KERNEL: c_int = 0;
+const CU_GRAPH_NODE_TYPE_GRAPH: c_int = 1;
 const CU_GRAPH_NODE_TYPE_MEM_ALLOC: c_int = 10;
 /// `CUgraphMem_attribute` (cuda.h).
 const CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: c_int = 2;
@@ -71,28 +72,41 @@ unsafe fn kernel_function(node: CUgraphNode) -> Option<*mut c_void> {
     (get(node, &mut p) == CUDA_SUCCESS).then_some(if p.func.is_null() { p.kern } else { p.func })
 }
 
-/// What `graph`'s allocation and kernel nodes take.
+/// What `graph`'s allocation and kernel nodes take, its child graphs'
+/// included.
 unsafe fn graph_nodes(graph: CUgraph) -> Nodes {
+    let mut found = Nodes::default();
+    collect_nodes(graph, CHILD_DEPTH, &mut found);
+    found
+}
+
+/// How deep child graphs are followed (a graph cannot contain itself: a
+/// bound against a driver that says otherwise).
+const CHILD_DEPTH: u32 = 16;
+
+/// [`graph_nodes`] of `graph` into `found`, child graphs `depth` levels
+/// deeper at most.
+unsafe fn collect_nodes(graph: CUgraph, depth: u32, found: &mut Nodes) {
     type GetNodes = unsafe extern "C" fn(CUgraph, *mut CUgraphNode, *mut usize) -> CuResult;
     type NodeType = unsafe extern "C" fn(CUgraphNode, *mut c_int) -> CuResult;
     type Params = unsafe extern "C" fn(CUgraphNode, *mut AllocNodeParams) -> CuResult;
+    type Child = unsafe extern "C" fn(CUgraphNode, *mut CUgraph) -> CuResult;
     let (Some(get_nodes), Some(node_type), Some(params)) = (
         CUDA.real::<GetNodes>(Cu::GraphGetNodes as usize),
         CUDA.real::<NodeType>(Cu::GraphNodeGetType as usize),
         CUDA.real::<Params>(Cu::GraphMemAllocNodeGetParams as usize),
     ) else {
-        return Nodes::default();
+        return;
     };
     let mut n = 0usize;
     if graph.is_null() || get_nodes(graph, std::ptr::null_mut(), &mut n) != CUDA_SUCCESS {
-        return Nodes::default();
+        return;
     }
     let mut nodes = vec![std::ptr::null_mut(); n];
     if get_nodes(graph, nodes.as_mut_ptr(), &mut n) != CUDA_SUCCESS {
-        return Nodes::default();
+        return;
     }
     nodes.truncate(n);
-    let mut found = Nodes::default();
     for node in nodes {
         let mut kind: c_int = -1;
         if node_type(node, &mut kind) != CUDA_SUCCESS {
@@ -100,6 +114,16 @@ unsafe fn graph_nodes(graph: CUgraph) -> Nodes {
         }
         if kind == CU_GRAPH_NODE_TYPE_KERNEL {
             found.kernels.extend(kernel_function(node));
+            continue;
+        }
+        if kind == CU_GRAPH_NODE_TYPE_GRAPH {
+            let child = CUDA.real::<Child>(Cu::GraphChildGraphNodeGetGraph as usize);
+            let mut g: CUgraph = std::ptr::null_mut();
+            if let (Some(child), Some(depth)) = (child, depth.checked_sub(1)) {
+                if child(node, &mut g) == CUDA_SUCCESS {
+                    collect_nodes(g, depth, found);
+                }
+            }
             continue;
         }
         let mut p: AllocNodeParams = std::mem::zeroed();
@@ -112,7 +136,6 @@ unsafe fn graph_nodes(graph: CUgraph) -> Nodes {
             found.allocations.push((ordinal, p.bytesize as u64));
         }
     }
-    found
 }
 
 unsafe fn instantiate(
