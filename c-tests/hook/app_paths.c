@@ -181,6 +181,9 @@ static struct {
                                  const CUDA_KERNEL_NODE_PARAMS *);
   CUresult (*GraphAddChildGraphNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                      CUgraph);
+  CUresult (*GraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode,
+                                           const CUDA_KERNEL_NODE_PARAMS *);
+  CUresult (*GraphExecUpdate)(CUgraphExec, CUgraph, void *);
   CUresult (*GraphAddMemFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                   CUdeviceptr);
   CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
@@ -301,6 +304,9 @@ static void resolve(void) {
   A.GraphAddKernelNode = get("cuGraphAddKernelNode", 10000, "cuGraphAddKernelNode_v2", NULL);
   A.GraphAddChildGraphNode =
       get("cuGraphAddChildGraphNode", 10000, "cuGraphAddChildGraphNode", NULL);
+  A.GraphExecKernelNodeSetParams = get("cuGraphExecKernelNodeSetParams", 12000,
+                                       "cuGraphExecKernelNodeSetParams_v2", NULL);
+  A.GraphExecUpdate = get("cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2", NULL);
   A.GraphAddMemFreeNode = get("cuGraphAddMemFreeNode", 11040, "cuGraphAddMemFreeNode", NULL);
   A.GraphInstantiateWithFlags =
       get("cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", NULL);
@@ -1119,6 +1125,34 @@ static void scenario_localmem(void) {
         "%s: a child graph's kernel reached the driver", way);
   EXPECT(A.GraphDestroy(parent), CUDA_SUCCESS);
   EXPECT(A.GraphDestroy(child), CUDA_SUCCESS);
+  /* Kernels set into an instantiated graph: charged first, refused there. */
+  CUgraph small = NULL, large = NULL;
+  CUgraphNode small_node = NULL;
+  kp.func = fa;
+  EXPECT(A.GraphCreate(&small, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&small_node, small, NULL, 0, &kp), CUDA_SUCCESS);
+  kp.func = fc;
+  EXPECT(A.GraphCreate(&large, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, large, NULL, 0, &kp), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e, small, 0), CUDA_SUCCESS);
+  BOOKED(0, a, "instantiated with a small kernel");
+  calls = A.fake_calls("cuGraphExecKernelNodeSetParams_v2") + A.fake_calls("cuGraphExecUpdate_v2");
+  REFUSED(A.GraphExecKernelNodeSetParams(e, small_node, &kp));
+  REFUSED(A.GraphExecUpdate(e, large, NULL));
+  CHECK(A.fake_calls("cuGraphExecKernelNodeSetParams_v2") + A.fake_calls("cuGraphExecUpdate_v2") ==
+            calls,
+        "%s: a refused kernel reached the driver", way);
+  kp.func = fd;
+  EXPECT(A.GraphExecKernelNodeSetParams(e, small_node, &kp), CUDA_SUCCESS);
+  BOOKED(0, d, "a larger kernel set into the instantiated graph");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(d, d, "launched with it");
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(small), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(large), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the updated graph's context reset");
   row("kernel launches (`cuLaunchKernel[Ex]`, `cuLaunchCooperativeKernel`): local memory",
       "at a function's first launch in a context, what its threads' local memory "
       "(`CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES` x SMs x maximum threads per SM) takes beyond the "
@@ -1134,9 +1168,13 @@ static void scenario_localmem(void) {
       "`CUDA_ERROR_OUT_OF_MEMORY`",
       "the context's destruction, reset or last release",
       "charged before the driver takes it (at the graph's launch), in the context current at "
-      "instantiation also where the graph is launched in another; kernels set into an "
-      "instantiated graph later (`cuGraphExecKernelNodeSetParams`, `cuGraphExecUpdate`) are not "
-      "charged");
+      "instantiation also where the graph is launched in another");
+  row("kernels set into an instantiated graph (`cuGraphExecKernelNodeSetParams[_v2]`, "
+      "`cuGraphExecUpdate[_v2]`): local memory",
+      "at the call, in the current context, as for a graph's kernel nodes; refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`, the graph unchanged",
+      "the context's destruction, reset or last release",
+      "charged before the driver takes it (at the graph's launch)");
 }
 
 static void scenario_locality(void) {

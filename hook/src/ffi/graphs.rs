@@ -40,7 +40,7 @@ struct AllocNodeParams {
 /// `CUDA_KERNEL_NODE_PARAMS_v2` (cuda.h); `_v1` is its first fields, up
 /// to `extra`.
 #[repr(C)]
-struct KernelNodeParams {
+pub struct KernelNodeParams {
     func: *mut c_void,
     dims: [c_uint; 6],
     shared_mem_bytes: c_uint,
@@ -148,18 +148,9 @@ unsafe fn instantiate(
     }
     boundary(CUDA_ERROR_UNKNOWN, || {
         let nodes = graph_nodes(graph);
-        if !nodes.kernels.is_empty() {
-            // The largest local memory of its kernels, as their first
-            // launches in this context would take it.
-            let need = |dev| {
-                let each = nodes.kernels.iter();
-                each.filter_map(|&f| super::launch::local_memory(f, dev))
-                    .max()
-            };
-            let grown = crate::localmem::reserve(&Cuda, need);
-            if grown != CUDA_SUCCESS {
-                return grown;
-            }
+        let grown = reserve_local_memory(&nodes.kernels);
+        if grown != CUDA_SUCCESS {
+            return grown;
         }
         graphs::instantiate(&Cuda, &nodes.allocations, call, || *exec as u64)
     })
@@ -216,6 +207,103 @@ instantiate_with_params!(
     cuGraphInstantiateWithParams_ptsz,
     Cu::GraphInstantiateWithParamsPtsz
 );
+
+/// The local memory of `kernels`, the largest of them, charged in the
+/// current context as their first launches would (`localmem::reserve`).
+fn reserve_local_memory(kernels: &[*mut c_void]) -> CuResult {
+    if kernels.is_empty() {
+        return CUDA_SUCCESS;
+    }
+    let need = |dev| {
+        let each = kernels.iter();
+        each.filter_map(|&f| super::launch::local_memory(f, dev))
+            .max()
+    };
+    crate::localmem::reserve(&Cuda, need)
+}
+
+/// `cuGraphExecKernelNodeSetParams[_v2]`: a kernel set into an
+/// instantiated graph, its local memory charged first (refused:
+/// `CUDA_ERROR_OUT_OF_MEMORY`, the exec unchanged). `$v2`: the parameters
+/// are `_v2`'s, whose `kern` may name the kernel.
+macro_rules! exec_kernel_set {
+    ($name:ident, $id:expr, $v2:expr) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            exec: CUgraphExec,
+            node: CUgraphNode,
+            params: *const KernelNodeParams,
+        ) -> CuResult {
+            type F =
+                unsafe extern "C" fn(CUgraphExec, CUgraphNode, *const KernelNodeParams) -> CuResult;
+            let real = real_or_return!($id, F);
+            if !params.is_null() && limits::active() {
+                let p = &*params;
+                // `kern` is read only from `_v2`'s parameters (`_v1` ends before it).
+                let f = if p.func.is_null() && $v2 {
+                    p.kern
+                } else {
+                    p.func
+                };
+                let grown = boundary(CUDA_SUCCESS, || reserve_local_memory(&[f]));
+                if grown != CUDA_SUCCESS {
+                    return grown;
+                }
+            }
+            real(exec, node, params)
+        }
+    };
+}
+
+exec_kernel_set!(
+    cuGraphExecKernelNodeSetParams,
+    Cu::GraphExecKernelNodeSetParams,
+    false
+);
+exec_kernel_set!(
+    cuGraphExecKernelNodeSetParams_v2,
+    Cu::GraphExecKernelNodeSetParamsV2,
+    true
+);
+
+/// `cuGraphExecUpdate[_v2]`: the exec takes `graph`'s kernels, their local
+/// memory charged first (refused: `CUDA_ERROR_OUT_OF_MEMORY`, the exec
+/// unchanged).
+unsafe fn exec_update(graph: CUgraph, call: impl FnOnce() -> CuResult) -> CuResult {
+    if limits::active() {
+        let grown = boundary(CUDA_SUCCESS, || {
+            reserve_local_memory(&graph_nodes(graph).kernels)
+        });
+        if grown != CUDA_SUCCESS {
+            return grown;
+        }
+    }
+    call()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGraphExecUpdate(
+    exec: CUgraphExec,
+    graph: CUgraph,
+    error_node: *mut CUgraphNode,
+    result: *mut c_int,
+) -> CuResult {
+    type F = unsafe extern "C" fn(CUgraphExec, CUgraph, *mut CUgraphNode, *mut c_int) -> CuResult;
+    let real = real_or_return!(Cu::GraphExecUpdate, F);
+    exec_update(graph, || real(exec, graph, error_node, result))
+}
+
+/// `CUgraphExecUpdateResultInfo` passed through, never read.
+#[no_mangle]
+pub unsafe extern "C" fn cuGraphExecUpdate_v2(
+    exec: CUgraphExec,
+    graph: CUgraph,
+    result_info: *mut c_void,
+) -> CuResult {
+    type F = unsafe extern "C" fn(CUgraphExec, CUgraph, *mut c_void) -> CuResult;
+    let real = real_or_return!(Cu::GraphExecUpdateV2, F);
+    exec_update(graph, || real(exec, graph, result_info))
+}
 
 /// `cuStreamEndCapture[_ptsz]`: the graph's allocation nodes captured from
 /// `cuMemAllocAsync` stop being charged as allocations (`graphs::captured`).
