@@ -68,7 +68,7 @@ TEST_RUN_EXTRA += hook-test
 # ---- every path that takes device memory (issue 35), each reached five ways
 # (app_paths.c): the fake driver's own byte count never above the limit, what
 # it still holds still charged, host memory, reservations and imports not.
-$(HOOK_BIN)/app_paths: c-tests/hook/app_paths.c c-tests/test_util.h
+$(HOOK_BIN)/app_paths: c-tests/hook/app_paths.c c-tests/hook/images.h c-tests/test_util.h
 	@mkdir -p $(HOOK_BIN)
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
 

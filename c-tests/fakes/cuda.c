@@ -203,9 +203,12 @@ int fake_cuda_state(int pid) {
  * bytes held on the device of an NVML UUID text (the fake NVML adds them to
  * its used memory, as a real NVML sees the driver's). */
 #include <fcntl.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trace.h"
@@ -1271,6 +1274,16 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuModuleLoadFatBinary", (void *)cuModuleLoadFatBinary, 2000, 0},
     {"cuModuleUnload", (void *)cuModuleUnload, 2000, 0},
     {"cuModuleGetFunction", (void *)cuModuleGetFunction, 2000, 0},
+    {"cuGraphAddKernelNode", (void *)cuGraphAddKernelNode, 10000, 0},
+    {"cuGraphAddKernelNode", (void *)cuGraphAddKernelNode_v2, 12000, 0},
+    {"cuGraphKernelNodeGetParams", (void *)cuGraphKernelNodeGetParams, 10000, 0},
+    {"cuGraphKernelNodeGetParams", (void *)cuGraphKernelNodeGetParams_v2, 12000, 0},
+    {"cuGraphAddChildGraphNode", (void *)cuGraphAddChildGraphNode, 10000, 0},
+    {"cuGraphExecKernelNodeSetParams", (void *)cuGraphExecKernelNodeSetParams, 10010, 0},
+    {"cuGraphExecKernelNodeSetParams", (void *)cuGraphExecKernelNodeSetParams_v2, 12000, 0},
+    {"cuGraphExecUpdate", (void *)cuGraphExecUpdate, 10020, 0},
+    {"cuGraphExecUpdate", (void *)cuGraphExecUpdate_v2, 12000, 0},
+    {"cuGraphChildGraphNodeGetGraph", (void *)cuGraphChildGraphNodeGetGraph, 10000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc, 2000, 0},
     {"cuMemAlloc", (void *)cuMemAlloc_v2, 3020, 0},
     {"cuMemAllocPitch", (void *)cuMemAllocPitch, 2000, 0},
@@ -1370,7 +1383,7 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2, 10010, 0},
     {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2, 10010, PT},
     {"cuStreamEndCapture", (void *)cuStreamEndCapture, 10000, 0},
-    {"cuStreamEndCapture", (void *)cuStreamEndCapture, 10000, PT},
+    {"cuStreamEndCapture", (void *)cuStreamEndCapture_ptsz, 10000, PT},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, 10000, 0},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing, 10000, PT},
     {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo, 10010, 0},

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "../test_util.h"
+#include "images.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -93,6 +94,13 @@ typedef struct { /* cuda.h */
   size_t bytesize;
   CUdeviceptr dptr;
 } CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct { /* CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h); _v1 ends at extra */
+  void *func;
+  unsigned grid[3], block[3], shared;
+  void **params, **extra;
+  void *kern;
+  CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS;
 typedef struct { /* cuda.h */
   unsigned long long flags;
   CUstream hUploadStream;
@@ -104,6 +112,7 @@ enum { /* cuda.h */
   CUDA_SUCCESS = 0,
   CUDA_ERROR_INVALID_VALUE = 1,
   CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_INVALID_IMAGE = 200,
   CU_MEM_ALLOCATION_TYPE_PINNED = 1,
   CU_MEM_LOCATION_TYPE_DEVICE = 1,
   CU_MEM_LOCATION_TYPE_HOST = 2,
@@ -168,6 +177,13 @@ static struct {
   CUresult (*GraphCreate)(CUgraph *, unsigned);
   CUresult (*GraphAddMemAllocNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                    CUDA_MEM_ALLOC_NODE_PARAMS *);
+  CUresult (*GraphAddKernelNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                 const CUDA_KERNEL_NODE_PARAMS *);
+  CUresult (*GraphAddChildGraphNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                     CUgraph);
+  CUresult (*GraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode,
+                                           const CUDA_KERNEL_NODE_PARAMS *);
+  CUresult (*GraphExecUpdate)(CUgraphExec, CUgraph, void *);
   CUresult (*GraphAddMemFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                   CUdeviceptr);
   CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
@@ -281,9 +297,16 @@ static void resolve(void) {
   A.CtxSynchronize = get("cuCtxSynchronize", 2000, "cuCtxSynchronize", NULL);
   A.StreamCreate = get("cuStreamCreate", 2000, "cuStreamCreate", NULL);
   A.StreamBeginCapture = get("cuStreamBeginCapture", 10010, "cuStreamBeginCapture_v2", NULL);
-  A.StreamEndCapture = get("cuStreamEndCapture", 10000, "cuStreamEndCapture", NULL);
+  A.StreamEndCapture =
+      get("cuStreamEndCapture", 10000, "cuStreamEndCapture", "cuStreamEndCapture_ptsz");
   A.GraphCreate = get("cuGraphCreate", 10000, "cuGraphCreate", NULL);
   A.GraphAddMemAllocNode = get("cuGraphAddMemAllocNode", 11040, "cuGraphAddMemAllocNode", NULL);
+  A.GraphAddKernelNode = get("cuGraphAddKernelNode", 10000, "cuGraphAddKernelNode_v2", NULL);
+  A.GraphAddChildGraphNode =
+      get("cuGraphAddChildGraphNode", 10000, "cuGraphAddChildGraphNode", NULL);
+  A.GraphExecKernelNodeSetParams = get("cuGraphExecKernelNodeSetParams", 12000,
+                                       "cuGraphExecKernelNodeSetParams_v2", NULL);
+  A.GraphExecUpdate = get("cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2", NULL);
   A.GraphAddMemFreeNode = get("cuGraphAddMemFreeNode", 11040, "cuGraphAddMemFreeNode", NULL);
   A.GraphInstantiateWithFlags =
       get("cuGraphInstantiateWithFlags", 11040, "cuGraphInstantiateWithFlags", NULL);
@@ -510,9 +533,41 @@ static void scenario_vmm(void) {
   row("`cuMemExportToShareableHandle` + `cuMemImportFromShareableHandle` (own export)",
       "never (the same memory, charged once)",
       "the imported handle is one more reference until its `cuMemRelease`",
-      "an export is known by what the driver handed out (a descriptor's number, a FABRIC "
-      "handle's bytes)");
+      "an export is known by what the driver handed out (a descriptor's open file, whatever "
+      "its number; a FABRIC handle's bytes)");
   close(fd);
+
+  /* An export is its descriptor's file, not its number: the first export's
+   * number made to name the second's file (dup2), the first reached
+   * through a dup() of it; each import is its own export's reference. */
+  CUmemGenericAllocationHandle ha = 0, hb = 0, ia = 0, ib = 0;
+  int fa = -1, fb = -1, fa2 = -1;
+  const size_t q = half / 2;
+  EXPECT(A.MemCreate(&ha, q, &fd_prop, 0), CUDA_SUCCESS);
+  EXPECT(A.MemCreate(&hb, q, &fd_prop, 0), CUDA_SUCCESS);
+  EXPECT(A.MemExportToShareableHandle(&fa, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+         CUDA_SUCCESS);
+  EXPECT(A.MemExportToShareableHandle(&fb, hb, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+         CUDA_SUCCESS);
+  fa2 = dup(fa);
+  CHECK(fa2 >= 0 && dup2(fb, fa) == fa, "%s: dup, dup2", way);
+  EXPECT(A.MemImportFromShareableHandle(&ib, (void *)(intptr_t)fa,
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+         CUDA_SUCCESS);
+  EXPECT(A.MemImportFromShareableHandle(&ia, (void *)(intptr_t)fa2,
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+         CUDA_SUCCESS);
+  EXPECT(A.MemRelease(ha), CUDA_SUCCESS);
+  EXPECT(A.MemRelease(hb), CUDA_SUCCESS);
+  HOLDS(2 * q, "both exports' memory kept by the imports through dup2'd and dup'd numbers");
+  REFUSED(A.MemCreate(&h2, L - 2 * q + g, &prop, 0));
+  EXPECT(A.MemRelease(ib), CUDA_SUCCESS);
+  HOLDS(q, "the import of the second released");
+  EXPECT(A.MemRelease(ia), CUDA_SUCCESS);
+  HOLDS(0, "the import of the first released");
+  close(fa);
+  close(fa2);
+  close(fb);
 
   /* Multicast: a binding keeps the memory. */
   CUmulticastObjectProp mp = {1, (size_t)L, 0, 0};
@@ -639,11 +694,13 @@ static void scenario_graph(void) {
   EXPECT(A.StreamCreate(&s, 0), CUDA_SUCCESS);
   EXPECT(A.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   EXPECT(A.MemAllocAsync(&r, half / 2, s), CUDA_SUCCESS);
+  BOOKED(0, half / 2, "captured (charged as an allocation while the capture lasts)");
   EXPECT(A.StreamEndCapture(s, &gr), CUDA_SUCCESS);
-  BOOKED(0, half / 2, "captured (charged as an allocation)");
+  BOOKED(0, 0, "the capture ended: a graph's allocation node, not an allocation");
   EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  BOOKED(0, half / 2, "instantiated");
   EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
-  BOOKED(half / 2, half, "instantiated and launched");
+  BOOKED(half / 2, half / 2, "instantiated and launched");
   EXPECT(A.MemFreeAsync(r, NULL), CUDA_SUCCESS);
   BOOKED(half / 2, half / 2, "freed outside the graph");
   EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
@@ -654,11 +711,10 @@ static void scenario_graph(void) {
   EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
   BOOKED(0, 0, "all given back");
   row("`cuMemAllocAsync` captured into a graph",
-      "as an allocation from the capture to its first free, and as the graph's allocation node "
-      "at instantiation",
-      "the graph's part by `cuDeviceGraphMemTrim`",
-      "charged twice between the capture and the first free (the driver takes nothing at "
-      "capture)");
+      "as an allocation while the capture lasts (`cuStreamEndCapture` gives it back), then as "
+      "the graph's allocation node at instantiation",
+      "by `cuDeviceGraphMemTrim`, as the graph's allocation nodes",
+      "charged before the driver takes it (at the graph's upload or first launch)");
 }
 
 static void scenario_pools13(void) {
@@ -802,6 +858,62 @@ static const char *ptx_with_globals(char *buf, size_t n, unsigned long long byte
   return buf;
 }
 
+/* Cubins and fat binaries holding them (images.h): their globals charged
+ * as the driver takes them, a crafted image refused before the driver. */
+static void scenario_cubins(void) {
+  static unsigned char elf[1024], elf_big[1024], fb[4096], bad[4096];
+  const unsigned long long g = L / 4, init = 4096;
+  size_t n = make_cubin(elf, sizeof elf, g - init, init);
+  CHECK(n > 0 && make_cubin(elf_big, sizeof elf_big, L, 0) > 0, "cubins");
+  void *m1 = NULL, *m2 = NULL, *l1 = NULL, *none = NULL;
+  unsigned long long base = charged();
+  EXPECT(A.ModuleLoadData(&m1, elf), CUDA_SUCCESS);
+  BOOKED(base + g, base + g, "a cubin's globals");
+  REFUSED(A.ModuleLoadData(&none, elf_big));
+  REFUSED(A.LibraryLoadData(&none, elf_big, NULL, NULL, 0, NULL, NULL, 0));
+  /* A fat binary of a small PTX entry and the LZ4-compressed cubin: the
+   * driver loads the cubin, the hook charges the largest entry. */
+  char ptx[512];
+  ptx_with_globals(ptx, sizeof ptx, 4096);
+  size_t len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, ptx, strlen(ptx) + 1);
+  len = fatbin_add(fb, len, sizeof fb, 2, 1, elf, n);
+  CHECK(len > 0, "a fat binary of a PTX and a compressed cubin");
+  EXPECT(A.ModuleLoadFatBinary(&m2, fb), CUDA_SUCCESS);
+  BOOKED(base + 2 * g, base + 2 * g, "a compressed cubin's globals");
+  EXPECT(A.LibraryLoadData(&l1, fb, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+  BOOKED(base + 3 * g, base + 3 * g, "a library's compressed cubin's globals");
+  len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 2, 1, elf_big, n);
+  REFUSED(A.ModuleLoadData(&none, fb));
+  /* Crafted: section headers far past the image, a fat binary longer
+   * than its buffer, a compressed entry larger than it decompresses to. */
+  memcpy(bad, elf, n);
+  put_le(bad + 0x28, 1ull << 46, 8);
+  unsigned long long before = driver_allocs();
+  EXPECT(A.ModuleLoadData(&none, bad), CUDA_ERROR_INVALID_IMAGE);
+  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, 0, elf, n);
+  put_le(bad + 8, 1ull << 46, 8);
+  EXPECT(A.ModuleLoadFatBinary(&none, bad), CUDA_ERROR_INVALID_IMAGE);
+  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, 1, elf, n);
+  put_le(bad + 16 + 56, n + 1, 8);
+  EXPECT(A.LibraryLoadData(&none, bad, NULL, NULL, 0, NULL, NULL, 0), CUDA_ERROR_INVALID_IMAGE);
+  CHECK(driver_allocs() == before, "%s: a crafted image reached the driver", way);
+  /* From a file. */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/app_paths_%d.cubin", (int)getpid());
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(elf_big, 1, n, f) == n && fclose(f) == 0, "writing %s", path);
+  REFUSED(A.ModuleLoad(&none, path));
+  f = fopen(path, "wb");
+  CHECK(f && fwrite(bad, 1, len, f) == len && fclose(f) == 0, "writing %s", path);
+  EXPECT(A.LibraryLoadFromFile(&none, path, NULL, NULL, 0, NULL, NULL, 0),
+         CUDA_ERROR_INVALID_IMAGE);
+  unlink(path);
+  EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
+  EXPECT(A.ModuleUnload(m2), CUDA_SUCCESS);
+  EXPECT(A.LibraryUnload(l1), CUDA_SUCCESS);
+  BOOKED(base, base, "the cubins unloaded");
+}
+
 static void scenario_module(void) {
   CUcontext c = context(0);
   (void)c;
@@ -819,16 +931,14 @@ static void scenario_module(void) {
   BOOKED(a + b, a + b, "cuModuleLoadDataEx's globals");
   REFUSED(A.ModuleLoadData(&none, big));
   REFUSED(A.ModuleLoadDataEx(&none, big, 0, NULL, NULL));
-  /* A fat binary: its header, then the PTX. */
-  struct { unsigned magic; unsigned short version, header_size; unsigned long long size; char ptx[512]; } fb;
-  fb.magic = 0xBA55ED50u, fb.version = 1, fb.header_size = 16;
-  ptx_with_globals(fb.ptx, sizeof fb.ptx, b);
-  fb.size = strlen(fb.ptx) + 1;
-  EXPECT(A.ModuleLoadFatBinary(&m3, &fb), CUDA_SUCCESS);
+  /* A fat binary: its header, then a PTX entry. */
+  static unsigned char fb[4096];
+  size_t fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, ptx_b, strlen(ptx_b) + 1);
+  CHECK(fb_len > 0, "a fat binary");
+  EXPECT(A.ModuleLoadFatBinary(&m3, fb), CUDA_SUCCESS);
   BOOKED(a + 2 * b, a + 2 * b, "cuModuleLoadFatBinary's globals");
-  ptx_with_globals(fb.ptx, sizeof fb.ptx, L);
-  fb.size = strlen(fb.ptx) + 1;
-  REFUSED(A.ModuleLoadFatBinary(&none, &fb));
+  fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, big, strlen(big) + 1);
+  REFUSED(A.ModuleLoadFatBinary(&none, fb));
   EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
   EXPECT(A.ModuleUnload(m3), CUDA_SUCCESS);
   BOOKED(b, b, "two modules unloaded");
@@ -859,13 +969,17 @@ static void scenario_module(void) {
   BOOKED(0, 0, "the context reset");
   EXPECT(A.LibraryUnload(l2), CUDA_SUCCESS);
   BOOKED(0, 0, "a library unloaded after its context ended");
+  scenario_cubins();
   row("`cuModuleLoad` / `cuModuleLoadData` / `cuModuleLoadDataEx` / `cuModuleLoadFatBinary`",
-      "at the call, the image's `__device__` globals (its PTX `.global` declarations), in the "
-      "current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
+      "at the call, the image's `__device__` globals (PTX `.global` declarations, a cubin's "
+      "`.nv.global` and `.nv.global.init` sections, a fat binary's largest entry, LZ4 entries "
+      "decompressed), in the current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`, "
+      "an image declaring parts it does not hold with `CUDA_ERROR_INVALID_IMAGE`",
       "`cuModuleUnload`, or the context's destruction, reset or last release",
-      "read from PTX and a fat binary's uncompressed PTX; a cubin's (ELF) or compressed entry's "
-      "globals are not charged; the `malloc` heap a module using it takes is charged up front, "
-      "at `cuCtxSetLimit` (its default is part of the context's reservation)");
+      "a fat binary's Zstandard entry (CUDA 12.8's `--compress-mode=size`) is charged its "
+      "uncompressed size, which bounds its initialized globals only; the `malloc` heap a module "
+      "using it takes is charged up front, at `cuCtxSetLimit` (its default is part of the "
+      "context's reservation)");
   row("`cuLibraryLoadData` / `cuLibraryLoadFromFile`",
       "at the call, the image's `__device__` globals, in the current context (eager loading); "
       "refused there with `CUDA_ERROR_OUT_OF_MEMORY`",
@@ -962,6 +1076,83 @@ static void scenario_localmem(void) {
   EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
   context(0);
   BOOKED(0, 0, "the context reset again");
+  /* A graph's kernel nodes: charged at instantiation (the driver grows the
+   * context when the graph launches), refused there without reaching it. */
+  fa = function_with_local(1024), fc = function_with_local(3072), fd = function_with_local(1536);
+  CUDA_KERNEL_NODE_PARAMS kp = {fc, {1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, NULL, NULL};
+  CUgraph g = NULL, captured = NULL;
+  CUgraphExec e = NULL, e2 = NULL, refused = NULL;
+  CUgraphNode node = NULL;
+  CUstream st = NULL;
+  EXPECT(A.GraphCreate(&g, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, g, NULL, 0, &kp), CUDA_SUCCESS);
+  unsigned long long calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  REFUSED(A.GraphInstantiateWithFlags(&refused, g, 0));
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: the refused instantiation reached the driver", way);
+  EXPECT(A.GraphDestroy(g), CUDA_SUCCESS);
+  kp.func = fa;
+  EXPECT(A.GraphCreate(&g, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, g, NULL, 0, &kp), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+  BOOKED(0, a, "a kernel node's local memory at instantiation");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(a, a, "the graph launched");
+  /* A captured launch is a kernel node too. */
+  EXPECT(A.StreamCreate(&st, 0), CUDA_SUCCESS);
+  EXPECT(A.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  EXPECT(A.LaunchKernel(fd, 1, 1, 1, 32, 1, 1, 0, st, NULL, NULL), CUDA_SUCCESS);
+  EXPECT(A.StreamEndCapture(st, &captured), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e2, captured, 0), CUDA_SUCCESS);
+  BOOKED(a, d, "a captured kernel's local memory");
+  EXPECT(A.GraphLaunch(e2, NULL), CUDA_SUCCESS);
+  BOOKED(d, d, "the captured graph launched");
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphExecDestroy(e2), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the graphs' context reset");
+  /* A kernel inside a child graph node. */
+  CUgraph child = NULL, parent = NULL;
+  kp.func = fc;
+  EXPECT(A.GraphCreate(&child, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, child, NULL, 0, &kp), CUDA_SUCCESS);
+  EXPECT(A.GraphCreate(&parent, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddChildGraphNode(&node, parent, NULL, 0, child), CUDA_SUCCESS);
+  calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  REFUSED(A.GraphInstantiateWithFlags(&refused, parent, 0));
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: a child graph's kernel reached the driver", way);
+  EXPECT(A.GraphDestroy(parent), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(child), CUDA_SUCCESS);
+  /* Kernels set into an instantiated graph: charged first, refused there. */
+  CUgraph small = NULL, large = NULL;
+  CUgraphNode small_node = NULL;
+  kp.func = fa;
+  EXPECT(A.GraphCreate(&small, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&small_node, small, NULL, 0, &kp), CUDA_SUCCESS);
+  kp.func = fc;
+  EXPECT(A.GraphCreate(&large, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddKernelNode(&node, large, NULL, 0, &kp), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e, small, 0), CUDA_SUCCESS);
+  BOOKED(0, a, "instantiated with a small kernel");
+  calls = A.fake_calls("cuGraphExecKernelNodeSetParams_v2") + A.fake_calls("cuGraphExecUpdate_v2");
+  REFUSED(A.GraphExecKernelNodeSetParams(e, small_node, &kp));
+  REFUSED(A.GraphExecUpdate(e, large, NULL));
+  CHECK(A.fake_calls("cuGraphExecKernelNodeSetParams_v2") + A.fake_calls("cuGraphExecUpdate_v2") ==
+            calls,
+        "%s: a refused kernel reached the driver", way);
+  kp.func = fd;
+  EXPECT(A.GraphExecKernelNodeSetParams(e, small_node, &kp), CUDA_SUCCESS);
+  BOOKED(0, d, "a larger kernel set into the instantiated graph");
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  BOOKED(d, d, "launched with it");
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(small), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(large), CUDA_SUCCESS);
+  EXPECT(A.PrimaryCtxReset(0), CUDA_SUCCESS);
+  context(0);
+  BOOKED(0, 0, "the updated graph's context reset");
   row("kernel launches (`cuLaunchKernel[Ex]`, `cuLaunchCooperativeKernel`): local memory",
       "at a function's first launch in a context, what its threads' local memory "
       "(`CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES` x SMs x maximum threads per SM) takes beyond the "
@@ -969,7 +1160,21 @@ static void scenario_localmem(void) {
       "`CUDA_ERROR_OUT_OF_MEMORY` without running",
       "the context's destruction, reset or last release",
       "kept until the context ends also without `CU_CTX_LMEM_RESIZE_TO_MAX` (the driver may "
-      "reduce it after the launch); a graph's kernel nodes are not charged");
+      "reduce it after the launch)");
+  row("a graph's kernel nodes (`cuGraphAddKernelNode[_v2]`, a captured launch, in child graphs "
+      "too): local memory",
+      "at instantiation (`cuGraphInstantiate*`), in the current context, what its largest "
+      "kernel's threads take beyond the context's largest so far; refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`",
+      "the context's destruction, reset or last release",
+      "charged before the driver takes it (at the graph's launch), in the context current at "
+      "instantiation also where the graph is launched in another");
+  row("kernels set into an instantiated graph (`cuGraphExecKernelNodeSetParams[_v2]`, "
+      "`cuGraphExecUpdate[_v2]`): local memory",
+      "at the call, in the current context, as for a graph's kernel nodes; refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`, the graph unchanged",
+      "the context's destruction, reset or last release",
+      "charged before the driver takes it (at the graph's launch)");
 }
 
 static void scenario_locality(void) {
@@ -1016,6 +1221,52 @@ static void scenario_locality(void) {
   EXPECT(A.MemFreeAsync(p, NULL), CUDA_SUCCESS);
   EXPECT(A.MemPoolDestroy(created), CUDA_SUCCESS);
   BOOKED(0, 0, "freed, the pool destroyed");
+  /* A graph's allocation nodes on the locality domain and on device 0,
+   * added from device 1: device 0's graph pool, charged at instantiation. */
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  CUDA_MEM_ALLOC_NODE_PARAMS np;
+  memset(&np, 0, sizeof np);
+  np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  np.poolProps.location = dom;
+  np.bytesize = half / 2;
+  CUgraph gr = NULL, big = NULL;
+  CUgraphNode node = NULL;
+  CUgraphExec e = NULL, refused = NULL;
+  CUdeviceptr in_domain = 0, on_device = 0;
+  EXPECT(A.GraphCreate(&gr, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddMemAllocNode(&node, gr, NULL, 0, &np), CUDA_SUCCESS);
+  in_domain = np.dptr;
+  np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  np.poolProps.location.id = 0;
+  EXPECT(A.GraphAddMemAllocNode(&node, gr, NULL, 0, &np), CUDA_SUCCESS);
+  on_device = np.dptr;
+  np.poolProps.location = dom;
+  np.bytesize = half + g;
+  EXPECT(A.GraphCreate(&big, 0), CUDA_SUCCESS);
+  EXPECT(A.GraphAddMemAllocNode(&node, big, NULL, 0, &np), CUDA_SUCCESS);
+  EXPECT(A.GraphInstantiateWithFlags(&e, gr, 0), CUDA_SUCCESS);
+  unsigned long long calls = A.fake_calls("cuGraphInstantiateWithFlags");
+  REFUSED(A.GraphInstantiateWithFlags(&refused, big, 0));
+  CHECK(A.fake_calls("cuGraphInstantiateWithFlags") == calls,
+        "%s: the refused instantiation reached the driver", way);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(0, half, "graph allocation nodes on device 0 and its locality domain, from device 1");
+  EXPECT(A.CtxSetCurrent(c1), CUDA_SUCCESS);
+  EXPECT(A.GraphLaunch(e, NULL), CUDA_SUCCESS);
+  EXPECT(A.CtxSetCurrent(c0), CUDA_SUCCESS);
+  BOOKED(half, half, "the graph launched");
+  EXPECT(A.MemFreeAsync(in_domain, NULL), CUDA_SUCCESS);
+  EXPECT(A.MemFreeAsync(on_device, NULL), CUDA_SUCCESS);
+  EXPECT(A.GraphExecDestroy(e), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(gr), CUDA_SUCCESS);
+  EXPECT(A.GraphDestroy(big), CUDA_SUCCESS);
+  EXPECT(A.DeviceGraphMemTrim(0), CUDA_SUCCESS);
+  BOOKED(0, 0, "freed, the graph destroyed, device 0's graph memory trimmed");
+  row("`cuGraphAddMemAllocNode` on another device or a device locality domain",
+      "at instantiation, on the device the node's location names (a locality domain: its "
+      "`localized.deviceId`), whatever the current context; refused there with "
+      "`CUDA_ERROR_OUT_OF_MEMORY`",
+      "by that device's `cuDeviceGraphMemTrim`, as for the device's own", "as for the device's own");
   row("`cuMemCreate`, `cuMemPoolCreate`, `cuMemGetDefaultMemPool` / `cuMemGetMemPool` (a device "
       "locality domain, CUDA 13.4)",
       "on the device the location's `localized.deviceId` names, as for that device",

@@ -39,6 +39,11 @@ static const char *const must_wrap[] = {
     /* graph memory: charged at instantiation, given back by a trim */
     "cuGraphInstantiate_v2", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
     "cuGraphInstantiateWithParams_ptsz", "cuGraphExecDestroy", "cuDeviceGraphMemTrim",
+    /* kernels set into an instantiated graph: their local memory */
+    "cuGraphExecKernelNodeSetParams", "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecUpdate",
+    "cuGraphExecUpdate_v2",
+    /* a captured cuMemAllocAsync: a graph's allocation node from then on */
+    "cuStreamEndCapture", "cuStreamEndCapture_ptsz",
     /* what a context's raised limits take */
     "cuCtxSetLimit",
     /* a module's or library's globals */

@@ -372,6 +372,15 @@ table!(Cu, CUDA_HOOKS {
     GraphInstantiateWithParamsPtsz = c"cuGraphInstantiateWithParams_ptsz"
         => graphs::cuGraphInstantiateWithParams_ptsz as *const c_void,
     GraphExecDestroy = c"cuGraphExecDestroy" => graphs::cuGraphExecDestroy as *const c_void,
+    GraphExecKernelNodeSetParams = c"cuGraphExecKernelNodeSetParams"
+        => graphs::cuGraphExecKernelNodeSetParams as *const c_void,
+    GraphExecKernelNodeSetParamsV2 = c"cuGraphExecKernelNodeSetParams_v2"
+        => graphs::cuGraphExecKernelNodeSetParams_v2 as *const c_void,
+    GraphExecUpdate = c"cuGraphExecUpdate" => graphs::cuGraphExecUpdate as *const c_void,
+    GraphExecUpdateV2 = c"cuGraphExecUpdate_v2" => graphs::cuGraphExecUpdate_v2 as *const c_void,
+    StreamEndCapture = c"cuStreamEndCapture" => graphs::cuStreamEndCapture as *const c_void,
+    StreamEndCapturePtsz = c"cuStreamEndCapture_ptsz"
+        => graphs::cuStreamEndCapture_ptsz as *const c_void,
     DeviceGraphMemTrim = c"cuDeviceGraphMemTrim" => graphs::cuDeviceGraphMemTrim as *const c_void,
     CtxSetLimit = c"cuCtxSetLimit" => cuCtxSetLimit as *const c_void,
     GreenCtxCreate = c"cuGreenCtxCreate" => cuGreenCtxCreate as *const c_void,
@@ -443,6 +452,9 @@ table!(Cu, CUDA_HOOKS {
     FuncGetAttribute = c"cuFuncGetAttribute" => NONE,
     GraphNodeGetType = c"cuGraphNodeGetType" => NONE,
     GraphMemAllocNodeGetParams = c"cuGraphMemAllocNodeGetParams" => NONE,
+    GraphKernelNodeGetParams = c"cuGraphKernelNodeGetParams" => NONE,
+    GraphKernelNodeGetParamsV2 = c"cuGraphKernelNodeGetParams_v2" => NONE,
+    GraphChildGraphNodeGetGraph = c"cuGraphChildGraphNodeGetGraph" => NONE,
     DeviceGetGraphMemAttribute = c"cuDeviceGetGraphMemAttribute" => NONE,
 });
 

@@ -18,13 +18,17 @@
 //! driver still reserves (`CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT`: it
 //! includes allocations still live after their graph was destroyed).
 //!
-//! Approximate: a captured `cuMemAllocAsync` is also charged as an ordinary
-//! allocation from the capture to its free (the driver takes nothing then).
+//! A `cuMemAllocAsync` captured from a stream is charged as an allocation
+//! while the capture lasts (the hook's allocation path cannot tell a
+//! capturing stream without asking the driver on every call); when the
+//! capture ends it is the graph's allocation node, charged at
+//! instantiation like the others, and that first charge is given back
+//! (`captured`).
 
 use crate::devices::{self, Device};
 use crate::forksafe::{books, ForkSafe};
 use crate::limits::{self, Verdict};
-use crate::memory::{CuResult, Driver, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
+use crate::memory::{self, CuResult, Driver, Kind, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
@@ -105,6 +109,18 @@ pub fn instantiate(
     }
     state.execs.insert(exec(), need);
     result
+}
+
+/// A stream capture ended in a graph whose allocation nodes are at
+/// `addresses`: the allocations captured there were charged as such, and
+/// the driver took nothing for them (it backs them when the graph is
+/// instantiated and launched, charged then): those charges end.
+pub fn captured(addresses: &[u64]) {
+    if limits::active() {
+        for &a in addresses {
+            memory::uncharge(Kind::Pointer, a);
+        }
+    }
 }
 
 /// `cuGraphExecDestroy(exec)`: its memory goes back to the graph pool,

@@ -84,6 +84,21 @@ pub fn admit(drv: &impl Driver, function: u64, need: impl FnOnce(i32) -> Option<
     result
 }
 
+/// Before a graph is instantiated in the current context: its kernel
+/// nodes take `need(ordinal)` at most when it launches (graph launches say
+/// nothing of their functions and stay off this path), so the context's
+/// charge grows now as their first launches would grow it; refused:
+/// `CUDA_ERROR_OUT_OF_MEMORY`.
+pub fn reserve(drv: &impl Driver, need: impl FnOnce(i32) -> Option<u64>) -> CuResult {
+    if !limits::active() || limits::passes_through() {
+        return CUDA_SUCCESS;
+    }
+    match drv.current_context() {
+        0 => CUDA_SUCCESS,
+        ctx => charge(drv, ctx, need),
+    }
+}
+
 /// First sight of a (function, context): grow the context's charge to
 /// what the function needs.
 #[cold]

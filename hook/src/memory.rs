@@ -314,6 +314,15 @@ pub fn take(kind: Kind, key: u64) -> Option<Record> {
     shard(key).lock().remove(&(kind, key))
 }
 
+/// The record of `key` dropped and its charge given back: the driver
+/// never took what it was charged for (a `cuMemAllocAsync` captured into
+/// a graph becomes the graph's allocation node).
+pub fn uncharge(kind: Kind, key: u64) {
+    if let Some(r) = take(kind, key) {
+        limits::give_back(r.slot, r.bytes);
+    }
+}
+
 impl Record {
     /// What the allocation took.
     pub fn bytes(&self) -> u64 {

@@ -3,109 +3,116 @@
 //! (`cuModuleLoad*`, `cuLibraryLoad*`) and frees them at `cuModuleUnload` /
 //! `cuLibraryUnload` or with the context.
 //!
-//! The size is read from the image itself, before the driver sees it: PTX
-//! text declares each global (`.global [.align A] .TYPE name[N]...;`), and
-//! a fat binary's uncompressed PTX entries are that same text. A cubin (an
-//! ELF image) or a compressed entry is not read: its globals are not
-//! charged (approximate, documented in docs/hook.md's paths table).
+//! The size is read from the image itself, before the driver sees it, in
+//! the three forms the driver loads (cuda.h, `cuModuleLoadData`): PTX text
+//! (`ptx`), a cubin (an ELF image, `cubin`) or a fat binary holding either,
+//! one entry per target (`fatbin`). Every read is bounded by the image
+//! (`Image`): sizes and offsets the image declares are checked against it,
+//! never trusted, since a tenant crafts the image. An image whose declared
+//! parts cannot be read is refused (`None`) rather than loaded uncharged.
 
-/// A fat binary's header magic (`fatBinaryHeader`, nvcc's fatbinary.h).
-pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+mod cubin;
+mod fatbin;
+mod lz4;
+mod ptx;
 
-/// The bytes of the `__device__` globals `image` (PTX text, or a fat
-/// binary with its header) defines.
-pub fn globals(image: &[u8]) -> u64 {
-    let text = match image.get(..8) {
-        Some(h) if u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == FATBIN_MAGIC => {
-            let header = u16::from_le_bytes([h[6], h[7]]) as usize;
-            image.get(header..).unwrap_or_default()
-        }
-        _ => image,
-    };
-    text.split(|&b| b == b'\n' || b == 0)
-        .filter_map(|line| std::str::from_utf8(line).ok())
-        .map(declared)
-        .sum()
+pub use fatbin::MAGIC as FATBIN_MAGIC;
+
+/// The most the hook reads of one image or entry (1 GiB): larger ones are
+/// refused as unreadable rather than held in memory.
+pub const MAX_READ: u64 = 1 << 30;
+
+/// An image the hook reads before the driver does.
+pub trait Image {
+    /// `len` bytes at `offset`, or None where the image has no such bytes.
+    fn read(&self, offset: u64, len: u64) -> Option<Vec<u8>>;
 }
 
-/// The bytes one PTX line defines in the `.global` state space (0: none,
-/// or an `.extern` declaration of another module's global).
-fn declared(line: &str) -> u64 {
-    let mut words = line.split_whitespace();
-    let mut width = None;
-    let mut global = false;
-    while let Some(word) = words.next() {
-        match word {
-            ".visible" | ".weak" | ".common" => {}
-            ".global" => global = true,
-            ".align" => {
-                words.next();
-            }
-            w if global => {
-                width = scalar_bits(w);
-                break;
-            }
-            _ => return 0,
-        }
+impl Image for [u8] {
+    fn read(&self, offset: u64, len: u64) -> Option<Vec<u8>> {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        let bytes = self.get(start..end)?;
+        let mut copy = Vec::new();
+        copy.try_reserve_exact(bytes.len()).ok()?;
+        copy.extend_from_slice(bytes);
+        Some(copy)
     }
-    let (Some(bits), Some(name)) = (width, words.next()) else {
-        return 0;
-    };
-    let name = name.split(['=', ';']).next().unwrap_or_default();
-    // Each `[N]` multiplies; an unsized `[]` (an extern array) takes nothing.
-    let mut count = 1u64;
-    for dim in name.split('[').skip(1) {
-        match dim.trim_end_matches(']').parse::<u64>() {
-            Ok(n) => count = count.saturating_mul(n),
-            Err(_) => return 0,
-        }
-    }
-    count.saturating_mul(bits / 8)
 }
 
-/// The width of a PTX fundamental type (`.b8`, `.u32`, `.f64`, `.s16`...),
-/// `.v2`/`.v4` vectors left out (nvcc declares globals as byte arrays).
-fn scalar_bits(word: &str) -> Option<u64> {
-    let rest = word.strip_prefix('.')?;
-    let bits = rest
-        .strip_prefix(['b', 'u', 's', 'f'])?
-        .parse::<u64>()
-        .ok()?;
-    matches!(bits, 8 | 16 | 32 | 64).then_some(bits)
+/// `len` bytes of `image` from `base`: an entry of a fat binary.
+struct Window<'a, I: ?Sized> {
+    image: &'a I,
+    base: u64,
+    len: u64,
+}
+
+impl<I: Image + ?Sized> Image for Window<'_, I> {
+    fn read(&self, offset: u64, len: u64) -> Option<Vec<u8>> {
+        if offset.checked_add(len)? > self.len {
+            return None;
+        }
+        self.image.read(self.base.checked_add(offset)?, len)
+    }
+}
+
+/// The ELF magic a cubin starts with.
+const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
+
+/// The bytes of the `__device__` globals `image` defines, by its magic: a
+/// fat binary, a cubin, or else PTX text (`text`: the image up to its NUL,
+/// which the caller found). None: the image declares parts it does not
+/// have.
+pub fn globals<I: Image + ?Sized>(
+    image: &I,
+    text: impl FnOnce() -> Option<Vec<u8>>,
+) -> Option<u64> {
+    match image.read(0, 4).as_deref() {
+        Some(m) if m == FATBIN_MAGIC.to_le_bytes() => fatbin::globals(image),
+        Some(m) if m == ELF_MAGIC => cubin::globals(image),
+        _ => Some(ptx::globals(&text()?)),
+    }
+}
+
+/// A little-endian field of `N` bytes at `at` in `bytes` (0 past its end:
+/// the callers read fixed-size headers they checked the length of).
+fn le<const N: usize>(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    if let Some(f) = bytes.get(at..at + N) {
+        b[..N].copy_from_slice(f);
+    }
+    u64::from_le_bytes(b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn ptx_globals_are_summed() {
-        let ptx = b".version 8.0\n.target sm_80\n\
-            .global .align 4 .b8 table[1048576];\n\
-            .visible .global .align 8 .u64 counter;\n\
-            .global .align 1 .b8 grid[16][4] = {0};\n\
-            .extern .global .align 4 .b8 other[64];\n\
-            .shared .align 4 .b8 tile[4096];\n\
-            .const .align 4 .b8 params[256];\n\
-            .visible .entry k()\n{\n\tret;\n}\n";
-        assert_eq!(globals(ptx), 1_048_576 + 8 + 64);
+    fn of(image: &[u8]) -> Option<u64> {
+        let text = image.split(|&b| b == 0).next().unwrap_or_default().to_vec();
+        globals(image, || Some(text))
     }
 
     #[test]
-    fn a_fat_binary_is_read_past_its_header() {
-        let mut fatbin = Vec::new();
-        fatbin.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
-        fatbin.extend_from_slice(&1u16.to_le_bytes());
-        fatbin.extend_from_slice(&16u16.to_le_bytes());
-        fatbin.extend_from_slice(&64u64.to_le_bytes());
-        fatbin.extend_from_slice(b".global .align 4 .u32 x[10];\n");
-        assert_eq!(globals(&fatbin), 40);
+    fn ptx_cubin_and_fat_binary_are_told_apart() {
+        assert_eq!(of(b".global .align 4 .u32 x[10];\n"), Some(40));
+        assert_eq!(of(&cubin::tests::cubin(&[(".nv.global", 96)])), Some(96));
+        let ptx = b".global .align 4 .u32 x[10];\n\0";
+        assert_eq!(of(&fatbin::tests::fatbin(&[(1, 0, ptx)])), Some(40));
     }
 
     #[test]
-    fn no_globals_and_unsized_arrays_take_nothing() {
-        assert_eq!(globals(b".visible .entry k()\n{\n\tret;\n}\n"), 0);
-        assert_eq!(globals(b".global .align 4 .b8 tail[];\n"), 0);
-        assert_eq!(globals(b"\x7fELF\x02\x01\x01"), 0);
+    fn a_window_reads_only_inside_itself() {
+        let bytes = [1u8, 2, 3, 4, 5, 6];
+        let w = Window {
+            image: &bytes[..],
+            base: 2,
+            len: 3,
+        };
+        assert_eq!(w.read(0, 3), Some(vec![3, 4, 5]));
+        assert_eq!(w.read(1, 3), None);
+        assert_eq!(w.read(u64::MAX, 2), None);
+        assert_eq!(bytes[..].read(5, 2), None);
+        assert_eq!(bytes[..].read(u64::MAX, 1), None);
     }
 }

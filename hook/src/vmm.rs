@@ -20,8 +20,11 @@
 //! reference. An import of another process's export is that process's
 //! memory: not charged here (it is charged once, to the exporter, for as
 //! long as the exporter holds it). Exports are recognised by what the
-//! driver handed out: a POSIX file descriptor's number, a FABRIC handle's 64
-//! bytes.
+//! driver handed out: a FABRIC handle's 64 bytes, a POSIX descriptor's open
+//! file (not its number, which the program may close and get again for
+//! another file, or `dup()` to another number): the hook keeps a duplicate
+//! of each exported descriptor (`ExportFd`, closed with its allocation's
+//! last reference) that `ffi::vmm` compares a descriptor with.
 //!
 //! The books are one mutex, held across the driver's call of each ending
 //! (release, unmap, unbind): once the driver has freed a handle value or an
@@ -31,12 +34,14 @@
 use crate::forksafe::{books, ForkSafe};
 use crate::limits;
 use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
 
 /// What the driver handed out for an export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Shared {
-    /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: the descriptor.
-    Fd(i32),
+    /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: the export's token
+    /// (`ExportFd`).
+    Fd(u64),
     /// `CU_MEM_HANDLE_TYPE_FABRIC`: the handle's bytes.
     Fabric([u8; 64]),
 }
@@ -75,6 +80,20 @@ struct Binding {
     alloc: u64,
 }
 
+/// The hook's duplicate of an exported POSIX descriptor: the same open
+/// file description as the program's, whatever the program does with its
+/// number.
+#[derive(Debug)]
+pub struct ExportFd {
+    /// What names the export in the books (`Shared::Fd`).
+    pub token: u64,
+    /// The duplicate, held open: it holds the export's mark (`ffi::vmm`),
+    /// closed when dropped.
+    pub _kept: OwnedFd,
+    /// The file's device and inode.
+    pub file: (u64, u64),
+}
+
 #[derive(Debug, Default)]
 pub struct Books {
     allocs: HashMap<u64, Alloc>,
@@ -82,6 +101,7 @@ pub struct Books {
     maps: BTreeMap<u64, Mapping>,
     bindings: Vec<Binding>,
     exports: HashMap<Shared, u64>,
+    export_fds: Vec<ExportFd>,
     next: u64,
 }
 
@@ -135,6 +155,10 @@ impl Books {
         self.allocs.remove(&id);
         self.handles.retain(|_, h| h.alloc != Some(id));
         self.exports.retain(|_, a| *a != id);
+        // Its exported descriptors' duplicates closed.
+        let exports = &self.exports;
+        self.export_fds
+            .retain(|e| exports.contains_key(&Shared::Fd(e.token)));
     }
 
     /// A new reference to allocation `id` through `handle`.
@@ -273,6 +297,43 @@ pub fn exported(handle: u64, shared: Shared) {
             }
         });
     }
+}
+
+/// `cuMemExportToShareableHandle` shared `handle` as a POSIX descriptor,
+/// kept as `keep(token)` makes its duplicate (the descriptor and its file;
+/// None: it could not be kept, the export goes unrecognised).
+pub fn exported_fd(handle: u64, keep: impl FnOnce(u64) -> Option<(OwnedFd, (u64, u64))>) {
+    if limits::active() {
+        BOOKS.with(|b| {
+            let Some(id) = b.handles.get(&handle).and_then(|h| h.alloc) else {
+                return;
+            };
+            b.next += 1;
+            let token = b.next;
+            if let Some((fd, file)) = keep(token) {
+                b.export_fds.push(ExportFd {
+                    token,
+                    _kept: fd,
+                    file,
+                });
+                b.exports.insert(Shared::Fd(token), id);
+            }
+        });
+    }
+}
+
+/// The export whose kept descriptor `names` says a descriptor is (None:
+/// none of this process's).
+pub fn export_named(names: impl Fn(&ExportFd) -> bool) -> Option<Shared> {
+    if !limits::active() {
+        return None;
+    }
+    BOOKS.with(|b| {
+        b.export_fds
+            .iter()
+            .find(|e| names(e))
+            .map(|e| Shared::Fd(e.token))
+    })
 }
 
 /// `cuMemImportFromShareableHandle` made `handle` from `shared`: another

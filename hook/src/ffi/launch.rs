@@ -28,7 +28,7 @@ const CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: c_int = 3;
 
 /// The local memory `f` takes on device `dev`: its per-thread local size
 /// times the device's resident threads.
-fn local_memory(f: CUfunction, dev: CUdevice) -> Option<u64> {
+pub(super) fn local_memory(f: CUfunction, dev: CUdevice) -> Option<u64> {
     type Get = unsafe extern "C" fn(*mut c_int, c_int, CUfunction) -> CuResult;
     let mut per_thread = 0;
     // SAFETY: the driver's own function, on the handle the program launches.

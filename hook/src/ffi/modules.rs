@@ -10,58 +10,118 @@ type CUlibrary = *mut c_void;
 
 /// nvcc's `__fatBinC_Wrapper_t` magic: the wrapper points at the fat binary.
 const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
+/// cuda.h: what the driver answers an image it cannot load.
+const CUDA_ERROR_INVALID_IMAGE: CuResult = 200;
 
-/// The globals of an image in memory: PTX text (NUL-terminated), a fat
-/// binary (its header says its size) or nvcc's wrapper around one.
-unsafe fn image_globals(image: *const c_void) -> u64 {
-    if image.is_null() {
-        return 0;
+/// An image in the program's memory, its length unknown: read through
+/// `process_vm_readv` on this process, which fails on an address that is
+/// not mapped instead of faulting (a crafted image may declare parts far
+/// past its buffer). Where the call is not allowed (a seccomp filter), the
+/// bytes are read directly, as the driver itself will read them.
+struct Memory(*const u8);
+
+impl modules::Image for Memory {
+    fn read(&self, offset: u64, len: u64) -> Option<Vec<u8>> {
+        let start = (self.0 as u64).checked_add(offset)?;
+        start.checked_add(len)?;
+        if len > modules::MAX_READ {
+            return None;
+        }
+        // A failed reservation is an unreadable image, never an abort.
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len as usize).ok()?;
+        buf.resize(len as usize, 0);
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut c_void,
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: start as *mut c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: `buf` is `len` writable bytes; the remote range is only
+        // read by the kernel, which reports a hole instead of faulting.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n == len as isize {
+            return Some(buf);
+        }
+        let blocked = n < 0
+            && matches!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::ENOSYS | libc::EPERM)
+            );
+        // SAFETY: the driver is handed these same bytes to read.
+        blocked
+            .then(|| unsafe { std::slice::from_raw_parts(start as *const u8, buf.len()) }.to_vec())
     }
-    let magic = (image as *const u32).read_unaligned();
-    if magic == FATBIN_WRAPPER_MAGIC {
-        // { int magic, version; const fatBinaryHeader *data; ... }
-        let data = (image as *const u8).add(8) as *const *const c_void;
-        return image_globals(data.read_unaligned());
-    }
-    if magic == modules::FATBIN_MAGIC {
-        let header = (image as *const u8).add(6) as *const u16;
-        let size = (image as *const u8).add(8) as *const u64;
-        let len = (header.read_unaligned() as u64).saturating_add(size.read_unaligned());
-        let bytes = std::slice::from_raw_parts(image as *const u8, len as usize);
-        return modules::globals(bytes);
-    }
-    if magic == u32::from_le_bytes(*b"\x7fELF") {
-        return 0;
-    }
-    modules::globals(CStr::from_ptr(image as *const c_char).to_bytes())
 }
 
-/// The globals of an image file (a file that cannot be read: the driver
-/// will say so).
-unsafe fn file_globals(path: *const c_char) -> u64 {
+/// The globals of an image in memory: PTX text (NUL-terminated), a cubin,
+/// a fat binary or nvcc's wrapper around one (None: refused, unreadable).
+unsafe fn image_globals(image: *const c_void) -> Option<u64> {
+    let memory = Memory(image as *const u8);
+    if !image.is_null()
+        && modules::Image::read(&memory, 0, 4)? == FATBIN_WRAPPER_MAGIC.to_le_bytes()
+    {
+        // { int magic, version; const fatBinaryHeader *data; ... }: one
+        // level (a wrapper naming a wrapper is not followed again).
+        let data = modules::Image::read(&memory, 8, 8)?;
+        return unwrapped_globals(u64::from_le_bytes(data.try_into().ok()?) as *const c_void);
+    }
+    unwrapped_globals(image)
+}
+
+/// [`image_globals`] of an image that is not nvcc's wrapper.
+unsafe fn unwrapped_globals(image: *const c_void) -> Option<u64> {
+    if image.is_null() {
+        return Some(0);
+    }
+    let memory = Memory(image as *const u8);
+    modules::globals(&memory, || {
+        Some(CStr::from_ptr(image as *const c_char).to_bytes().to_vec())
+    })
+}
+
+/// The globals of an image file (a file that cannot be opened: the driver
+/// will say so; one larger than the hook reads: refused).
+unsafe fn file_globals(path: *const c_char) -> Option<u64> {
+    use std::io::Read;
     if path.is_null() {
-        return 0;
+        return Some(0);
     }
     let path = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
         CStr::from_ptr(path).to_bytes(),
     );
-    let Ok(mut bytes) = std::fs::read(path) else {
-        return 0;
+    let Ok(file) = std::fs::File::open(path) else {
+        return Some(0);
     };
-    bytes.push(0);
-    image_globals(bytes.as_ptr() as *const c_void)
+    let mut bytes = Vec::new();
+    file.take(modules::MAX_READ + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > modules::MAX_READ {
+        return None;
+    }
+    let text = bytes.split(|&b| b == 0).next().unwrap_or_default().to_vec();
+    modules::globals(&bytes[..], || Some(text))
 }
 
-/// A load that writes its module or library to `*out`, charged `bytes`.
+/// A load that writes its module or library to `*out`, charged `bytes`
+/// (None: the image is unreadable).
 unsafe fn load(
     kind: Kind,
-    bytes: u64,
+    bytes: Option<u64>,
     out: *mut *mut c_void,
     call: impl FnOnce() -> CuResult,
 ) -> CuResult {
-    if out.is_null() {
+    if out.is_null() || !limits::active() || limits::passes_through() {
         return call();
     }
+    // An image whose declared parts the hook cannot read would load
+    // uncharged: refused, as the driver refuses an image it cannot load.
+    let Some(bytes) = bytes else {
+        return CUDA_ERROR_INVALID_IMAGE;
+    };
     allocate_into(Target::Context, kind, bytes, out, handle_key, call)
 }
 

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::vmm::{self as books, Bound, Shared};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// `CUmemAllocationHandleType` (cuda.h).
 const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 1;
@@ -106,19 +107,41 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
 }
 
 /// What an export handed out, or an import was given, of `kind`.
-unsafe fn shared(kind: c_int, at: *const c_void, by_value: bool) -> Option<Shared> {
+unsafe fn shared(kind: c_int, at: *const c_void) -> Option<Shared> {
     match kind {
-        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR if by_value => {
-            Some(Shared::Fd(at as usize as i32))
-        }
-        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR if !at.is_null() => {
-            Some(Shared::Fd(*(at as *const c_int)))
-        }
         CU_MEM_HANDLE_TYPE_FABRIC if !at.is_null() => {
             Some(Shared::Fabric(*(at as *const [u8; 64])))
         }
         _ => None,
     }
+}
+
+/// An exported descriptor's mark: an open-file-description lock (Linux's
+/// `F_OFD_*`: owned by the description, shared by every duplicate of it)
+/// on a byte of its own, far past any data. `cmd` places it
+/// (`F_OFD_SETLK`) or asks what would conflict with it (`F_OFD_GETLK`).
+unsafe fn mark(fd: c_int, cmd: c_int, token: u64) -> Option<libc::flock> {
+    let mut l: libc::flock = std::mem::zeroed();
+    l.l_type = libc::F_WRLCK as _;
+    l.l_whence = libc::SEEK_SET as _;
+    l.l_start = (1i64 << 62).checked_add(i64::try_from(token).ok()?)?;
+    l.l_len = 1;
+    (libc::fcntl(fd, cmd, &mut l) == 0).then_some(l)
+}
+
+/// A descriptor's file: its device and inode.
+unsafe fn file_of(fd: c_int) -> Option<(u64, u64)> {
+    let mut st: libc::stat = std::mem::zeroed();
+    (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
+}
+
+/// Whether `fd` is `export`'s open file description: the same file, and
+/// the export's mark does not conflict with it (a description's own lock
+/// never does; another description's on the same file does).
+unsafe fn names(fd: c_int, export: &books::ExportFd) -> bool {
+    file_of(fd) == Some(export.file)
+        && mark(fd, libc::F_OFD_GETLK, export.token)
+            .is_some_and(|l| l.l_type == libc::F_UNLCK as libc::c_short)
 }
 
 #[no_mangle]
@@ -132,10 +155,26 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
         unsafe extern "C" fn(*mut c_void, CUmemGenericAllocationHandle, c_int, u64) -> CuResult;
     let real = real_or_return!(Cu::MemExportToShareableHandle, F);
     let r = real(shareable, handle, kind, flags);
-    if r == CUDA_SUCCESS {
-        if let Some(s) = shared(kind, shareable, false) {
-            boundary((), || books::exported(handle, s));
-        }
+    if r != CUDA_SUCCESS || shareable.is_null() {
+        return r;
+    }
+    if kind == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR {
+        let fd = *(shareable as *const c_int);
+        boundary((), || {
+            books::exported_fd(handle, |token| {
+                if fd < 0 {
+                    return None;
+                }
+                // F_DUPFD_CLOEXEC: the same description, closed with the
+                // allocation's last reference (`books`).
+                let kept = BorrowedFd::borrow_raw(fd).try_clone_to_owned().ok()?;
+                let file = file_of(kept.as_raw_fd())?;
+                mark(kept.as_raw_fd(), libc::F_OFD_SETLK, token)?;
+                Some((kept, file))
+            })
+        });
+    } else if let Some(s) = shared(kind, shareable) {
+        boundary((), || books::exported(handle, s));
     }
     r
 }
@@ -152,11 +191,12 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
         unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_int) -> CuResult;
     let real = real_or_return!(Cu::MemImportFromShareableHandle, F);
     // Read before the call: the driver may close or reuse what it was given.
-    let s = shared(
-        kind,
-        os_handle,
-        kind == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-    );
+    let s = if kind == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR {
+        let fd = os_handle as usize as c_int;
+        boundary(None, || books::export_named(|e| names(fd, e)))
+    } else {
+        shared(kind, os_handle)
+    };
     let r = real(handle, os_handle, kind);
     if let (CUDA_SUCCESS, Some(s), false) = (r, s, handle.is_null()) {
         boundary((), || books::imported(*handle, s));
