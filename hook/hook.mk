@@ -93,7 +93,7 @@ TEST_RUN_EXTRA += hook-paths-test
 # ---- compute limits (issue 17): launches throttled, steered by measured utilization.
 # test_compute drives app_launch on the fake driver's simulated device timeline
 # (c-tests/fakes/timeline.h), measured by the fake NVML.
-$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_vmm.inc c-tests/fakes/cuda_graphmem.inc c-tests/fakes/cuda_location_pools.inc c-tests/fakes/cuda_ctx_limits.inc c-tests/fakes/cuda_green.inc c-tests/fakes/cuda_launch.inc c-tests/fakes/cuda_runtime.inc c-tests/fakes/cuda_modules.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_vmm.inc c-tests/fakes/cuda_graphmem.inc c-tests/fakes/cuda_location_pools.inc c-tests/fakes/cuda_ctx_limits.inc c-tests/fakes/cuda_green.inc c-tests/fakes/cuda_launch.inc c-tests/fakes/cuda_runtime.inc c-tests/fakes/cuda_events.inc c-tests/fakes/cuda_modules.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
 $(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h c-tests/fakes/trace.h
 COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
 $(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/hook/compute_util.h \

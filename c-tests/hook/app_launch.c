@@ -68,11 +68,17 @@ static void *proc(const char *name, int per_thread) {
 /* One launch through `fn`, whose kind is the entry point's base name. */
 static CUresult launch(const char *base, void *fn) {
   static int dummy;
+  /* CUlaunchConfig (cuda.h): the driver reads the stream from it. */
+  static const struct {
+    unsigned grid[3], block[3], shared;
+    void *stream, *attrs;
+    unsigned nattrs;
+  } config = {{1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
   void *f = &dummy;
   if (strcmp(base, "cuLaunchKernel") == 0)
     return ((launch_fn)fn)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
   if (strcmp(base, "cuLaunchKernelEx") == 0)
-    return ((launch_ex_fn)fn)(&dummy, f, NULL, NULL);
+    return ((launch_ex_fn)fn)(&config, f, NULL, NULL);
   if (strcmp(base, "cuLaunchCooperativeKernel") == 0)
     return ((coop_fn)fn)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
   return ((graph_fn)fn)(f, NULL);
