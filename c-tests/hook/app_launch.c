@@ -10,6 +10,13 @@
  *                    seconds (default 1; ms). WARM > 0: first launches so
  *                    for WARM seconds, then idles IDLE seconds (a service
  *                    that warmed up and waits for traffic), then SECONDS
+ *   serve SECONDS PERIOD_MS KERNELS
+ *                    an inference service: a request every PERIOD_MS ms
+ *                    (from its start), each KERNELS cuLaunchKernel on the
+ *                    legacy stream then cuStreamSynchronize; prints the
+ *                    requests and their latency's median, p99 and max
+ *                    (ms, from the first launch to the synchronize's end;
+ *                    the first 0.5 s left out: the device warms up)
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
@@ -144,6 +151,38 @@ int main(int argc, char **argv) {
         CHECK(sync() == 0, "cuCtxSynchronize");
     }
     printf("%llu %.1f\n", n, gap * 1e3);
+    return test_summary();
+  }
+  if (strcmp(argv[1], "serve") == 0 && argc > 4) {
+    void *k = proc("cuLaunchKernel", 0);
+    CUresult (*sync)(void *) = (CUresult(*)(void *))proc("cuStreamSynchronize", 0);
+    double secs = atof(argv[2]), period = atof(argv[3]) / 1e3;
+    int kernels = atoi(argv[4]), n = 0;
+    static double lat[100000];
+    signal(SIGALRM, stuck);
+    alarm((unsigned)secs + 30);
+    double start = now_s();
+    for (int i = 0; start + i * period < start + secs; i++) {
+      double at = start + i * period, now = now_s();
+      if (at > now) {
+        struct timespec ts = {0, (long)((at - now) * 1e9)};
+        nanosleep(&ts, NULL);
+      }
+      double t0 = now_s();
+      for (int j = 0; j < kernels; j++)
+        CHECK(launch("cuLaunchKernel", k) == 0, "launch");
+      CHECK(sync(NULL) == 0, "cuStreamSynchronize");
+      if (t0 - start >= 0.5 && n < (int)(sizeof lat / sizeof lat[0]))
+        lat[n++] = (now_s() - t0) * 1e3;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort: a few hundred */
+      for (int j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
+        double t = lat[j];
+        lat[j] = lat[j - 1], lat[j - 1] = t;
+      }
+    CHECK(n > 0, "requests");
+    if (n > 0)
+      printf("%d %.3f %.3f %.3f\n", n, lat[n / 2], lat[(int)(n * 0.99)], lat[n - 1]);
     return test_summary();
   }
   if (strcmp(argv[1], "blocked") == 0) {

@@ -1,0 +1,137 @@
+/* The priority case (issue 34) on the simulated device (c-tests/fakes/
+ * timeline.h): an inference worker answers a request every 20 ms, each
+ * three 1 ms kernels then a synchronize (app_launch serve); a training
+ * worker is always hungry with 2 ms kernels (app_launch spin), neither
+ * with a compute limit. Three runs, each with its own state directory and
+ * timeline: the inference worker alone (its exclusive latency), beside the
+ * training worker with its queue uncapped, and beside it capped at one
+ * launch in flight (the depth cap the host's scheduler sets; here the
+ * depth_cap tool). Asserted with the cap: the inference worker's p99
+ * request latency within (exclusive p99 + one 2 ms training kernel) +
+ * 10 %, and the training worker gets >= 85 % of the device time the
+ * inference worker leaves idle. Device times from the timeline.
+ *
+ * Each worker is an app_launch under LD_PRELOAD=libcuda_limiter.so in a
+ * pid namespace of its own. The fake driver queues up to 20 ms of kernels
+ * (FAKE_QUEUE_US, as the compute cases: a real driver holds ~1,024
+ * launches), which is what an uncapped worker fills.
+ *
+ * Usage: test_priority HOOK APP_LAUNCH DEPTH_CAP */
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "compute_util.h"
+
+#define UUID0 "GPU-11111111-1111-1111-1111-1111111111a4"
+#define SECS 6.0
+#define INFER_MS 3.0 /* three 1 ms kernels a request */
+#define TRAIN_MS 2.0
+
+static const char *depth_tool;
+
+struct run {
+  int requests;
+  double p50, p99, max;
+  double infer, train; /* shares of the device, % */
+};
+
+static int set_cap(const char *worker, int n) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s %s %s %d", depth_tool, worker, UUID0, n);
+  return system(cmd);
+}
+
+/* One run: the inference worker, and the training worker when `train`
+ * (capped at `cap` launches in flight; 0: uncapped). */
+static struct run run(const char *name, int train, int cap) {
+  struct run r = {0};
+  char dir[2048], tlp[4096];
+  snprintf(dir, sizeof dir, "%s/%s", getenv("PRIORITY_STATE"), name);
+  mkdir(dir, 0700);
+  snprintf(tlp, sizeof tlp, "%s/timeline", dir);
+  setenv("ACCELERATOR_STATE_DIR", dir, 1);
+  setenv("FAKE_GPU_TIMELINE", tlp, 1);
+  tl = NULL;
+  int fd = open(tlp, O_RDWR | O_CREAT, 0600);
+  if (fd < 0 || ftruncate(fd, sizeof *tl) != 0)
+    return r;
+  void *p = mmap(NULL, sizeof *tl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED)
+    return r;
+  tl = p;
+  /* Both workers named on the device (their books made), the cap set. */
+  CHECK(set_cap("infer", 0) == 0 && set_cap("train", cap) == 0, "%s: depth caps", name);
+  struct app t = {-1, -1};
+  char secs[16];
+  snprintf(secs, sizeof secs, "%.1f", SECS + 1.0);
+  if (train) {
+    char *const targv[] = {(char *)app, "spin", secs, "0", "kernel", "1", NULL};
+    t = spawn_argv("train", "2000", -1, -1, -1, targv);
+    nap(0.5);
+  }
+  int out[2];
+  CHECK(pipe(out) == 0, "pipe");
+  snprintf(secs, sizeof secs, "%.1f", SECS);
+  char *const iargv[] = {(char *)app, "serve", secs, "20", "3", NULL};
+  struct app i = spawn_argv("infer", "1000", -1, out[1], -1, iargv);
+  close(out[1]);
+  /* The device times of both from 1 s into the service to 1 s before
+   * its end. */
+  nap(1.0);
+  unsigned long long t0 = tl_now(), i0 = busy(i.host), b0 = train ? busy(t.host) : 0;
+  nap(SECS - 2.0);
+  unsigned long long t1 = tl_now(), i1 = busy(i.host), b1 = train ? busy(t.host) : 0;
+  r.infer = 100.0 * (double)(i1 - i0) / (double)(t1 - t0);
+  r.train = 100.0 * (double)(b1 - b0) / (double)(t1 - t0);
+  char line[128] = {0};
+  FILE *f = fdopen(out[0], "r");
+  if (!f || !fgets(line, sizeof line, f) ||
+      sscanf(line, "%d %lf %lf %lf", &r.requests, &r.p50, &r.p99, &r.max) != 4)
+    r.requests = 0;
+  if (f)
+    fclose(f);
+  CHECK(wait_status(i.harness) == 0, "%s: the inference app", name);
+  if (train)
+    CHECK(wait_status(t.harness) == 0, "%s: the training app", name);
+  munmap(tl, sizeof *tl);
+  printf("%-9s inference: %d requests, latency median %.2f ms, p99 %.2f ms, max %.2f ms, "
+         "%.1f%% of the device; training: %.1f%% of the device (%.1f%% of what inference "
+         "leaves)\n",
+         name, r.requests, r.p50, r.p99, r.max, r.infer, r.train,
+         100.0 * r.train / (100.0 - r.infer));
+  fflush(stdout);
+  CHECK(r.requests > 0, "%s: the inference app's report", name);
+  return r;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4)
+    return 2;
+  hook = argv[1];
+  app = argv[2];
+  depth_tool = argv[3];
+  char state[] = "/tmp/priority-case.XXXXXX";
+  if (!mkdtemp(state))
+    return 2;
+  setenv("PRIORITY_STATE", state, 1);
+  setenv("FAKE_QUEUE_US", "20000", 1);
+  struct run alone = run("alone", 0, 0);
+  struct run open = run("uncapped", 1, 0);
+  struct run capped = run("capped", 1, 1);
+  double bound = (alone.p99 + TRAIN_MS) * 1.10;
+  double share = 100.0 * capped.train / (100.0 - capped.infer);
+  printf("priority: inference p99 %.2f ms alone, %.2f ms beside training uncapped, %.2f ms "
+         "capped at 1 (bound %.2f ms); training %.1f%% uncapped, %.1f%% capped (%.1f%% of "
+         "what inference leaves; >= 85 %%)\n",
+         alone.p99, open.p99, capped.p99, bound, open.train, capped.train, share);
+  CHECK(alone.p99 >= INFER_MS, "the exclusive p99 %.2f ms covers its kernels", alone.p99);
+  CHECK(capped.p99 <= bound, "capped: p99 %.2f ms within (%.2f + %.1f) ms + 10 %%", capped.p99,
+        alone.p99, TRAIN_MS);
+  CHECK(share >= 85, "capped: training %.1f%% of the idle device", share);
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf %s", state);
+  if (system(rm) != 0)
+    fprintf(stderr, "left %s\n", state);
+  return test_summary();
+}
