@@ -17,6 +17,11 @@
  *                    requests and their latency's median, p99 and max
  *                    (ms, from the first launch to the synchronize's end;
  *                    the first 0.5 s left out: the device warms up)
+ *   threads SECONDS N [graph|kernel]
+ *                    N threads launching as spin does (each on its own
+ *                    per-thread default stream) for SECONDS; prints the
+ *                    launches and the most kernels the process ever had
+ *                    queued or running (fake_cuda_max_queued)
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
@@ -95,6 +100,21 @@ static _Atomic unsigned long long launched;
 static CUcontext ctx;
 static CUresult (*set_current)(CUcontext);
 
+/* A thread of `threads`: launches through `base` until `until`. */
+struct spinner {
+  const char *base;
+  void *fn;
+  double until;
+};
+static void *spin_thread(void *arg) {
+  struct spinner *sp = arg;
+  set_current(ctx);
+  while (now_s() < sp->until) {
+    CHECK(launch(sp->base, sp->fn) == 0, "launch");
+    launched++;
+  }
+  return NULL;
+}
 static void *launcher(void *fn) {
   set_current(ctx);
   for (;;) {
@@ -183,6 +203,24 @@ int main(int argc, char **argv) {
     CHECK(n > 0, "requests");
     if (n > 0)
       printf("%d %.3f %.3f %.3f\n", n, lat[n / 2], lat[(int)(n * 0.99)], lat[n - 1]);
+    return test_summary();
+  }
+  if (strcmp(argv[1], "threads") == 0 && argc > 3) {
+    unsigned long long (*max_queued)(void) =
+        (unsigned long long (*)(void))dlsym(lib, "fake_cuda_max_queued");
+    int n = atoi(argv[3]);
+    pthread_t t[64];
+    struct spinner sp = {argc > 4 && strcmp(argv[4], "graph") == 0 ? "cuGraphLaunch" : "cuLaunchKernel",
+                         NULL, now_s() + atof(argv[2])};
+    sp.fn = proc(sp.base, 1);
+    CHECK(max_queued && n > 0 && n <= 64, "threads");
+    signal(SIGALRM, stuck);
+    alarm((unsigned)atof(argv[2]) + 30);
+    for (int i = 0; i < n && i < 64; i++)
+      CHECK(pthread_create(&t[i], NULL, spin_thread, &sp) == 0, "thread");
+    for (int i = 0; i < n && i < 64; i++)
+      pthread_join(t[i], NULL);
+    printf("%llu %llu\n", (unsigned long long)launched, max_queued ? max_queued() : 0);
     return test_summary();
   }
   if (strcmp(argv[1], "blocked") == 0) {

@@ -41,10 +41,9 @@ static int set_cap(const char *worker, int n) {
   return system(cmd);
 }
 
-/* One run: the inference worker, and the training worker when `train`
- * (capped at `cap` launches in flight; 0: uncapped). */
-static struct run run(const char *name, int train, int cap) {
-  struct run r = {0};
+/* A node of its own for run `name`: its state directory and timeline
+ * (mapped as `tl`). */
+static int fresh(const char *name) {
   char dir[2048], tlp[4096];
   snprintf(dir, sizeof dir, "%s/%s", getenv("PRIORITY_STATE"), name);
   mkdir(dir, 0700);
@@ -54,12 +53,19 @@ static struct run run(const char *name, int train, int cap) {
   tl = NULL;
   int fd = open(tlp, O_RDWR | O_CREAT, 0600);
   if (fd < 0 || ftruncate(fd, sizeof *tl) != 0)
-    return r;
+    return 0;
   void *p = mmap(NULL, sizeof *tl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (p == MAP_FAILED)
+  tl = p == MAP_FAILED ? NULL : p;
+  return tl != NULL;
+}
+
+/* One run: the inference worker, and the training worker when `train`
+ * (capped at `cap` launches in flight; 0: uncapped). */
+static struct run run(const char *name, int train, int cap) {
+  struct run r = {0};
+  if (!fresh(name))
     return r;
-  tl = p;
   /* Both workers named on the device (their books made), the cap set. */
   CHECK(set_cap("infer", 0) == 0 && set_cap("train", cap) == 0, "%s: depth caps", name);
   struct app t = {-1, -1};
@@ -105,6 +111,36 @@ static struct run run(const char *name, int train, int cap) {
   return r;
 }
 
+/* The training worker alone, `threads` threads launching (graphs when
+ * `graph`) for 2 s, its queue capped at `cap` (0: not): the most kernels
+ * it ever had queued or running (the fake driver counts them). */
+static unsigned long long deepest(const char *name, int threads, int graph, int cap) {
+  if (!fresh(name))
+    return 0;
+  CHECK(set_cap("train", cap) == 0, "%s: depth cap", name);
+  int out[2];
+  CHECK(pipe(out) == 0, "pipe");
+  char n[16];
+  snprintf(n, sizeof n, "%d", threads);
+  char *const argv[] = {(char *)app, "threads", "2", n, graph ? "graph" : "kernel", NULL};
+  struct app a = spawn_argv("train", "2000", -1, out[1], -1, argv);
+  close(out[1]);
+  char line[128] = {0};
+  unsigned long long launches = 0, most = 0;
+  FILE *f = fdopen(out[0], "r");
+  if (!f || !fgets(line, sizeof line, f) || sscanf(line, "%llu %llu", &launches, &most) != 2)
+    launches = 0;
+  if (f)
+    fclose(f);
+  CHECK(wait_status(a.harness) == 0, "%s: the app", name);
+  munmap(tl, sizeof *tl);
+  printf("%-9s %d thread%s launching %s, %s: %llu launches, at most %llu queued or running\n",
+         name, threads, threads > 1 ? "s" : "", graph ? "graphs" : "kernels",
+         cap ? "capped" : "uncapped", launches, most);
+  CHECK(launches > 0, "%s: launches", name);
+  return most;
+}
+
 int main(int argc, char **argv) {
   if (argc != 4)
     return 2;
@@ -116,6 +152,15 @@ int main(int argc, char **argv) {
     return 2;
   setenv("PRIORITY_STATE", state, 1);
   setenv("FAKE_QUEUE_US", "20000", 1);
+  /* The cap holds across threads (each on its per-thread stream) and for
+   * graphs; without it the fake's 20 ms queue fills. */
+  unsigned long long open_depth = deepest("deep", 4, 0, 0);
+  CHECK(open_depth > 4, "uncapped: %llu kernels queued at most (the metric sees a queue)",
+        open_depth);
+  unsigned long long threads_depth = deepest("threads", 4, 0, 2);
+  CHECK(threads_depth >= 1 && threads_depth <= 2, "4 threads capped at 2: %llu", threads_depth);
+  unsigned long long graphs_depth = deepest("graphs", 2, 1, 1);
+  CHECK(graphs_depth == 1, "graphs from 2 threads capped at 1: %llu", graphs_depth);
   struct run alone = run("alone", 0, 0);
   struct run open = run("uncapped", 1, 0);
   struct run capped = run("capped", 1, 1);
