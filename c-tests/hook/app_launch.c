@@ -22,6 +22,9 @@
  *                    per-thread default stream) for SECONDS; prints the
  *                    launches and the most kernels the process ever had
  *                    queued or running (fake_cuda_max_queued)
+ *   capture N        captures N cuLaunchKernel and one cuEventRecord of its
+ *                    own into a graph on a stream of its own, launches the
+ *                    graph on it and synchronizes; prints "captured"
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
@@ -221,6 +224,29 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n && i < 64; i++)
       pthread_join(t[i], NULL);
     printf("%llu %llu\n", (unsigned long long)launched, max_queued ? max_queued() : 0);
+    return test_summary();
+  }
+  if (strcmp(argv[1], "capture") == 0 && argc > 2) {
+    CUresult (*create)(void **, unsigned) = (CUresult(*)(void **, unsigned))proc("cuStreamCreate", 0);
+    CUresult (*begin)(void *, int) = (CUresult(*)(void *, int))proc("cuStreamBeginCapture", 0);
+    CUresult (*end)(void *, void **) = (CUresult(*)(void *, void **))proc("cuStreamEndCapture", 0);
+    CUresult (*instantiate)(void **, void *, unsigned long long) =
+        (CUresult(*)(void **, void *, unsigned long long))proc("cuGraphInstantiateWithFlags", 0);
+    CUresult (*event)(void **, unsigned) = (CUresult(*)(void **, unsigned))proc("cuEventCreate", 0);
+    CUresult (*record)(void *, void *) = (CUresult(*)(void *, void *))proc("cuEventRecord", 0);
+    CUresult (*sync)(void *) = (CUresult(*)(void *))proc("cuStreamSynchronize", 0);
+    launch_fn kernel = (launch_fn)proc("cuLaunchKernel", 0);
+    graph_fn run = (graph_fn)proc("cuGraphLaunch", 0);
+    static int dummy;
+    void *s = NULL, *g = NULL, *exec = NULL, *e = NULL;
+    CHECK(create(&s, 0) == 0 && event(&e, 0) == 0, "stream, event");
+    CHECK(begin(s, 0) == 0, "cuStreamBeginCapture");
+    for (int i = 0; i < atoi(argv[2]); i++)
+      CHECK(kernel(&dummy, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL) == 0, "captured launch");
+    CHECK(record(e, s) == 0, "captured record");
+    CHECK(end(s, &g) == 0 && instantiate(&exec, g, 0) == 0, "graph");
+    CHECK(run(exec, s) == 0 && sync(s) == 0, "graph launch");
+    printf("captured\n");
     return test_summary();
   }
   if (strcmp(argv[1], "blocked") == 0) {
