@@ -22,7 +22,8 @@
 //! limit lifted ends the wait. It never fails and never spins; it holds no
 //! lock while it sleeps, so the process's other threads and its exit go on.
 //!
-//! An unlimited worker pays one check of the limiter (no lock, no system call).
+//! An unlimited worker pays one check of the limiter (no lock, no system call),
+//! and one load of its queue's depth cap (`depth.rs`).
 
 use crate::depth;
 use crate::devices;

@@ -479,10 +479,13 @@ pub(super) fn set_depth_cap(worker: &str, uuid: &str, cap: u32) -> Res<()> {
 }
 
 /// The queue depth cap of this process's worker on device slot `d` (0:
-/// none, or no row looked up yet): one load on the row's line.
+/// none, or no row looked up yet): the row the launch's check just used
+/// (a placeholder's word is 0, stale or not), one load on its line.
 #[inline(always)]
 pub fn depth_cap(d: usize) -> u32 {
-    row(d).map_or(0, |r| (r.granted.load(Relaxed) >> 32) as u32)
+    ROW.get(d)
+        .and_then(map::published_as)
+        .map_or(0, |r| (r.granted.load(Relaxed) >> 32) as u32)
 }
 
 /// Set `worker`'s priority (1..=100; changeable).

@@ -8,6 +8,7 @@ use super::*;
 
 type CUfunction = *mut c_void;
 type CUgraphExec = *mut c_void;
+type Params = *mut *mut c_void;
 /// `CUlaunchConfig` (cuda.h): passed through; its stream read for a
 /// capped worker.
 #[repr(C)]
@@ -45,7 +46,6 @@ fn admitted(
     }
     r
 }
-type Params = *mut *mut c_void;
 
 macro_rules! launch {
     ($name:ident, $id:expr, $pt:expr, $stream:ident; $($arg:ident: $t:ty),*) => {
@@ -95,23 +95,22 @@ macro_rules! kernel_launch {
     };
 }
 
-kernel_launch!(cuLaunchKernel, Cu::LaunchKernel, f, false, stream; f: CUfunction, gx: c_uint, gy: c_uint,
-               gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint,
-               stream: CUstream, params: Params, extra: Params);
-kernel_launch!(cuLaunchKernel_ptsz, Cu::LaunchKernelPtsz, f, true, stream; f: CUfunction, gx: c_uint,
-               gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint,
-               stream: CUstream, params: Params, extra: Params);
+kernel_launch!(cuLaunchKernel, Cu::LaunchKernel, f, false, stream;
+               f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
+               bz: c_uint, shared: c_uint, stream: CUstream, params: Params, extra: Params);
+kernel_launch!(cuLaunchKernel_ptsz, Cu::LaunchKernelPtsz, f, true, stream;
+               f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
+               bz: c_uint, shared: c_uint, stream: CUstream, params: Params, extra: Params);
 kernel_launch!(cuLaunchKernelEx, Cu::LaunchKernelEx, f, false, config_stream(config);
-               config: *const LaunchConfig, f: CUfunction,
-               params: Params, extra: Params);
+               config: *const LaunchConfig, f: CUfunction, params: Params, extra: Params);
 kernel_launch!(cuLaunchKernelEx_ptsz, Cu::LaunchKernelExPtsz, f, true, config_stream(config);
-               config: *const LaunchConfig,
-               f: CUfunction, params: Params, extra: Params);
-kernel_launch!(cuLaunchCooperativeKernel, Cu::LaunchCooperativeKernel, f, false, stream; f: CUfunction,
-               gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
-               shared: c_uint, stream: CUstream, params: Params);
+               config: *const LaunchConfig, f: CUfunction, params: Params, extra: Params);
+kernel_launch!(cuLaunchCooperativeKernel, Cu::LaunchCooperativeKernel, f, false, stream;
+               f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
+               bz: c_uint, shared: c_uint, stream: CUstream, params: Params);
 kernel_launch!(cuLaunchCooperativeKernel_ptsz, Cu::LaunchCooperativeKernelPtsz, f, true, stream;
                f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
                bz: c_uint, shared: c_uint, stream: CUstream, params: Params);
 launch!(cuGraphLaunch, Cu::GraphLaunch, false, stream; exec: CUgraphExec, stream: CUstream);
-launch!(cuGraphLaunch_ptsz, Cu::GraphLaunchPtsz, true, stream; exec: CUgraphExec, stream: CUstream);
+launch!(cuGraphLaunch_ptsz, Cu::GraphLaunchPtsz, true, stream;
+        exec: CUgraphExec, stream: CUstream);
