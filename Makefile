@@ -160,6 +160,7 @@ Test (all part of `make test` unless marked)
   test-valgrind         the C suites under valgrind memcheck
   test-usage-merge      the limiter's records in each vendor's process listings
   test-nvidia           the NVIDIA vendor against its fake NVML and CUDA driver
+  test-cuda-events      the fake CUDA driver's events and stream queries on its simulated timeline
   test-ascend           the Ascend vendor against its fake DCMI
   test-amd              the AMD vendor against its fake AMD SMI 24.x/25.x/26.x (MI300X and MI210 nodes)
   test-amd-layout       the fake AMD SMI's layouts against each version's header figures
@@ -199,7 +200,8 @@ Test (all part of `make test` unless marked)
   test-torch            PyTorch's three allocators under the hook (not in make test: CI runs it after)
   test-frameworks       test-cupy and test-torch (not in make test)
   compute-test          compute limits: launch throttling on the fake driver's simulated device
-  compute-cases-test    compute limits by kernel length, processes per worker, 0.1 s and 1 s sampling
+  compute-cases-test    compute limits by kernel length, processes per worker, 0.1 s and 1 s sampling; priority-test
+  priority-test         an inference worker's request latency beside a training worker with a capped queue
   hook-table-test       docs/hook.md's entry-point table matches what the hook resolves
   sampler-fork-test     the host compute sampler across fork() from a threaded host
   install-test          install into a temporary DESTDIR, build C and Go against it via pkg-config

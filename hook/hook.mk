@@ -93,7 +93,7 @@ TEST_RUN_EXTRA += hook-paths-test
 # ---- compute limits (issue 17): launches throttled, steered by measured utilization.
 # test_compute drives app_launch on the fake driver's simulated device timeline
 # (c-tests/fakes/timeline.h), measured by the fake NVML.
-$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_vmm.inc c-tests/fakes/cuda_graphmem.inc c-tests/fakes/cuda_location_pools.inc c-tests/fakes/cuda_ctx_limits.inc c-tests/fakes/cuda_green.inc c-tests/fakes/cuda_launch.inc c-tests/fakes/cuda_runtime.inc c-tests/fakes/cuda_modules.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
+$(NVIDIA_FAKES)/libcuda.so.1: c-tests/fakes/cuda_vmm.inc c-tests/fakes/cuda_graphmem.inc c-tests/fakes/cuda_location_pools.inc c-tests/fakes/cuda_ctx_limits.inc c-tests/fakes/cuda_green.inc c-tests/fakes/cuda_launch.inc c-tests/fakes/cuda_runtime.inc c-tests/fakes/cuda_events.inc c-tests/fakes/cuda_modules.inc c-tests/fakes/timeline.h c-tests/fakes/trace.h
 $(NVIDIA_FAKES)/libnvidia-ml.so.1: c-tests/fakes/timeline.h c-tests/fakes/trace.h
 COMPUTE_DEPS := $(HOOK_TEST_DEPS) $(HOOK_BIN)/app_launch $(HOOK_BIN)/test_compute
 $(HOOK_BIN)/test_compute: c-tests/hook/test_compute.c c-tests/hook/compute_util.h \
@@ -115,12 +115,28 @@ TEST_RUN_EXTRA += compute-test
 # The charge model and fairness across kernel lengths (50 us .. 100 ms
 # graphs), processes of one worker and NVML sample periods (100 ms, 1 s):
 # each case a node of its own, three at a time (docs/compute.md).
-.PHONY: compute-cases-test
-compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases
+# Then the priority case: an inference worker's request latency beside a
+# training worker whose queue the host caps (depth_cap: the host's setter,
+# shm::set_depth_cap, as a tool).
+.PHONY: compute-cases-test priority-test
+compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases priority-test
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
 	  $(HOOK_BIN)/test_compute_cases $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
 	  $(HOOK_BIN)/app_launch
 TEST_RUN_EXTRA += compute-cases-test
+
+$(HOOK_BIN)/depth_cap: FORCE
+	$(CARGO) build --release -p accel-common --example depth_cap --target-dir target/hook
+	@mkdir -p $(HOOK_BIN)
+	$(call replace,target/hook/release/examples/depth_cap,$@)
+$(HOOK_BIN)/test_priority: c-tests/hook/test_priority.c c-tests/hook/compute_util.h \
+  c-tests/fakes/timeline.h c-tests/test_util.h
+	@mkdir -p $(HOOK_BIN)
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lm
+
+priority-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_priority $(HOOK_BIN)/depth_cap
+	$(HOOK_TEST_ENV) $(HOOK_BIN)/test_priority $(abspath $(HOOK_SO)) $(HOOK_BIN)/app_launch \
+	  $(abspath $(HOOK_BIN)/depth_cap)
 
 # ---- the compute sampler after fork() from a threaded host (AccelInit /
 # AccelShutdown racing fork; each child starts and stops its own).

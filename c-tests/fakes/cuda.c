@@ -1229,6 +1229,7 @@ CUresult cuMemGetInfo(unsigned *free_, unsigned *total) {
 #include "cuda_vmm.inc"
 #include "cuda_launch.inc"
 #include "cuda_runtime.inc"
+#include "cuda_events.inc"
 #include "cuda_modules.inc"
 #include "cuda_graphmem.inc"
 #include "cuda_location_pools.inc"
@@ -1428,16 +1429,24 @@ static const struct { const char *name; void *fn; int since, pt; } procs[] = {
     {"cuGreenCtxCreate", (void *)cuGreenCtxCreate, 12040, 0},
     {"cuGreenCtxDestroy", (void *)cuGreenCtxDestroy, 12040, 0},
     {"cuStreamGetDevice", (void *)cuStreamGetDevice_ptsz, 12080, PT},
+    /* stream queries and events (cuda_events.inc); as for the launches,
+     * a per-thread request gets the _ptsz variant at any version */
     {"cuStreamQuery", (void *)cuStreamQuery, 2000, 0},
-    {"cuStreamQuery", (void *)cuStreamQuery, 7000, PT},
+    {"cuStreamQuery", (void *)cuStreamQuery_ptsz, 2000, PT},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize, 2000, 0},
-    {"cuStreamSynchronize", (void *)cuStreamSynchronize, 7000, PT},
+    {"cuStreamSynchronize", (void *)cuStreamSynchronize_ptsz, 2000, PT},
+    {"cuStreamWaitEvent", (void *)cuStreamWaitEvent, 3020, 0},
+    {"cuStreamWaitEvent", (void *)cuStreamWaitEvent_ptsz, 3020, PT},
     {"cuEventCreate", (void *)cuEventCreate, 2000, 0},
     {"cuEventDestroy", (void *)cuEventDestroy_v2, 4000, 0},
     {"cuEventRecord", (void *)cuEventRecord, 2000, 0},
-    {"cuEventRecord", (void *)cuEventRecord, 7000, PT},
+    {"cuEventRecord", (void *)cuEventRecord_ptsz, 2000, PT},
+    {"cuEventRecordWithFlags", (void *)cuEventRecordWithFlags, 11010, 0},
+    {"cuEventRecordWithFlags", (void *)cuEventRecordWithFlags_ptsz, 11010, PT},
     {"cuEventQuery", (void *)cuEventQuery, 2000, 0},
     {"cuEventSynchronize", (void *)cuEventSynchronize, 2000, 0},
+    {"cuEventElapsedTime", (void *)cuEventElapsedTime, 2000, 0},
+    {"cuEventElapsedTime", (void *)cuEventElapsedTime_v2, 12080, 0},
 };
 
 static CUresult lookup(const char *symbol, void **pfn, int version, unsigned long long flags,

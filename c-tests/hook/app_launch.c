@@ -10,6 +10,21 @@
  *                    seconds (default 1; ms). WARM > 0: first launches so
  *                    for WARM seconds, then idles IDLE seconds (a service
  *                    that warmed up and waits for traffic), then SECONDS
+ *   serve SECONDS PERIOD_MS KERNELS
+ *                    an inference service: a request every PERIOD_MS ms
+ *                    (from its start), each KERNELS cuLaunchKernel on the
+ *                    legacy stream then cuStreamSynchronize; prints the
+ *                    requests and their latency's median, p99 and max
+ *                    (ms, from the first launch to the synchronize's end;
+ *                    the first 0.5 s left out: the device warms up)
+ *   threads SECONDS N [graph|kernel]
+ *                    N threads launching as spin does (each on its own
+ *                    per-thread default stream) for SECONDS; prints the
+ *                    launches and the most kernels the process ever had
+ *                    queued or running (fake_cuda_max_queued)
+ *   capture N        captures N cuLaunchKernel and one cuEventRecord of its
+ *                    own into a graph on a stream of its own, launches the
+ *                    graph on it and synchronizes; prints "captured"
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
@@ -68,11 +83,17 @@ static void *proc(const char *name, int per_thread) {
 /* One launch through `fn`, whose kind is the entry point's base name. */
 static CUresult launch(const char *base, void *fn) {
   static int dummy;
+  /* CUlaunchConfig (cuda.h): the driver reads the stream from it. */
+  static const struct {
+    unsigned grid[3], block[3], shared;
+    void *stream, *attrs;
+    unsigned nattrs;
+  } config = {{1, 1, 1}, {32, 1, 1}, 0, NULL, NULL, 0};
   void *f = &dummy;
   if (strcmp(base, "cuLaunchKernel") == 0)
     return ((launch_fn)fn)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
   if (strcmp(base, "cuLaunchKernelEx") == 0)
-    return ((launch_ex_fn)fn)(&dummy, f, NULL, NULL);
+    return ((launch_ex_fn)fn)(&config, f, NULL, NULL);
   if (strcmp(base, "cuLaunchCooperativeKernel") == 0)
     return ((coop_fn)fn)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
   return ((graph_fn)fn)(f, NULL);
@@ -82,6 +103,21 @@ static _Atomic unsigned long long launched;
 static CUcontext ctx;
 static CUresult (*set_current)(CUcontext);
 
+/* A thread of `threads`: launches through `base` until `until`. */
+struct spinner {
+  const char *base;
+  void *fn;
+  double until;
+};
+static void *spin_thread(void *arg) {
+  struct spinner *sp = arg;
+  set_current(ctx);
+  while (now_s() < sp->until) {
+    CHECK(launch(sp->base, sp->fn) == 0, "launch");
+    launched++;
+  }
+  return NULL;
+}
 static void *launcher(void *fn) {
   set_current(ctx);
   for (;;) {
@@ -138,6 +174,79 @@ int main(int argc, char **argv) {
         CHECK(sync() == 0, "cuCtxSynchronize");
     }
     printf("%llu %.1f\n", n, gap * 1e3);
+    return test_summary();
+  }
+  if (strcmp(argv[1], "serve") == 0 && argc > 4) {
+    void *k = proc("cuLaunchKernel", 0);
+    CUresult (*sync)(void *) = (CUresult(*)(void *))proc("cuStreamSynchronize", 0);
+    double secs = atof(argv[2]), period = atof(argv[3]) / 1e3;
+    int kernels = atoi(argv[4]), n = 0;
+    static double lat[100000];
+    signal(SIGALRM, stuck);
+    alarm((unsigned)secs + 30);
+    double start = now_s();
+    for (int i = 0; start + i * period < start + secs; i++) {
+      double at = start + i * period, now = now_s();
+      if (at > now) {
+        struct timespec ts = {0, (long)((at - now) * 1e9)};
+        nanosleep(&ts, NULL);
+      }
+      double t0 = now_s();
+      for (int j = 0; j < kernels; j++)
+        CHECK(launch("cuLaunchKernel", k) == 0, "launch");
+      CHECK(sync(NULL) == 0, "cuStreamSynchronize");
+      if (t0 - start >= 0.5 && n < (int)(sizeof lat / sizeof lat[0]))
+        lat[n++] = (now_s() - t0) * 1e3;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort: a few hundred */
+      for (int j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
+        double t = lat[j];
+        lat[j] = lat[j - 1], lat[j - 1] = t;
+      }
+    CHECK(n > 0, "requests");
+    if (n > 0)
+      printf("%d %.3f %.3f %.3f\n", n, lat[n / 2], lat[(int)(n * 0.99)], lat[n - 1]);
+    return test_summary();
+  }
+  if (strcmp(argv[1], "threads") == 0 && argc > 3) {
+    unsigned long long (*max_queued)(void) =
+        (unsigned long long (*)(void))dlsym(lib, "fake_cuda_max_queued");
+    int n = atoi(argv[3]);
+    pthread_t t[64];
+    struct spinner sp = {argc > 4 && strcmp(argv[4], "graph") == 0 ? "cuGraphLaunch" : "cuLaunchKernel",
+                         NULL, now_s() + atof(argv[2])};
+    sp.fn = proc(sp.base, 1);
+    CHECK(max_queued && n > 0 && n <= 64, "threads");
+    signal(SIGALRM, stuck);
+    alarm((unsigned)atof(argv[2]) + 30);
+    for (int i = 0; i < n && i < 64; i++)
+      CHECK(pthread_create(&t[i], NULL, spin_thread, &sp) == 0, "thread");
+    for (int i = 0; i < n && i < 64; i++)
+      pthread_join(t[i], NULL);
+    printf("%llu %llu\n", (unsigned long long)launched, max_queued ? max_queued() : 0);
+    return test_summary();
+  }
+  if (strcmp(argv[1], "capture") == 0 && argc > 2) {
+    CUresult (*create)(void **, unsigned) = (CUresult(*)(void **, unsigned))proc("cuStreamCreate", 0);
+    CUresult (*begin)(void *, int) = (CUresult(*)(void *, int))proc("cuStreamBeginCapture", 0);
+    CUresult (*end)(void *, void **) = (CUresult(*)(void *, void **))proc("cuStreamEndCapture", 0);
+    CUresult (*instantiate)(void **, void *, unsigned long long) =
+        (CUresult(*)(void **, void *, unsigned long long))proc("cuGraphInstantiateWithFlags", 0);
+    CUresult (*event)(void **, unsigned) = (CUresult(*)(void **, unsigned))proc("cuEventCreate", 0);
+    CUresult (*record)(void *, void *) = (CUresult(*)(void *, void *))proc("cuEventRecord", 0);
+    CUresult (*sync)(void *) = (CUresult(*)(void *))proc("cuStreamSynchronize", 0);
+    launch_fn kernel = (launch_fn)proc("cuLaunchKernel", 0);
+    graph_fn run = (graph_fn)proc("cuGraphLaunch", 0);
+    static int dummy;
+    void *s = NULL, *g = NULL, *exec = NULL, *e = NULL;
+    CHECK(create(&s, 0) == 0 && event(&e, 0) == 0, "stream, event");
+    CHECK(begin(s, 0) == 0, "cuStreamBeginCapture");
+    for (int i = 0; i < atoi(argv[2]); i++)
+      CHECK(kernel(&dummy, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL) == 0, "captured launch");
+    CHECK(record(e, s) == 0, "captured record");
+    CHECK(end(s, &g) == 0 && instantiate(&exec, g, 0) == 0, "graph");
+    CHECK(run(exec, s) == 0 && sync(s) == 0, "graph launch");
+    printf("captured\n");
     return test_summary();
   }
   if (strcmp(argv[1], "blocked") == 0) {

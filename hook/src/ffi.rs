@@ -441,6 +441,10 @@ table!(Cu, CUDA_HOOKS {
     EventSynchronize = c"cuEventSynchronize" => pools::cuEventSynchronize as *const c_void,
     MemPoolGetAttribute = c"cuMemPoolGetAttribute" => NONE,
     StreamIsCapturing = c"cuStreamIsCapturing" => NONE,
+    EventCreate = c"cuEventCreate" => NONE,
+    EventRecord = c"cuEventRecord" => NONE,
+    EventQuery = c"cuEventQuery" => NONE,
+    EventDestroyV2 = c"cuEventDestroy_v2" => NONE,
     CtxGetDevice = c"cuCtxGetDevice" => NONE,
     CtxGetCurrent = c"cuCtxGetCurrent" => NONE,
     DeviceGetUuidV2 = c"cuDeviceGetUuid_v2" => NONE,
@@ -582,6 +586,7 @@ extern "C" fn before_fork() {
     crate::graphs::BOOKS.lock_for_fork();
     crate::ctxlimits::BASELINES.lock_for_fork();
     context::GREEN.lock_for_fork();
+    crate::depth::BOOKS.lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
@@ -596,6 +601,7 @@ extern "C" fn after_fork_parent() {
     unsafe { crate::graphs::BOOKS.mutex().force_unlock() };
     unsafe { crate::ctxlimits::BASELINES.mutex().force_unlock() };
     unsafe { context::GREEN.mutex().force_unlock() };
+    unsafe { crate::depth::BOOKS.mutex().force_unlock() };
     let (primary, creating) = context::locks();
     unsafe {
         creating.force_unlock();
@@ -610,6 +616,7 @@ extern "C" fn after_fork_child() {
     crate::graphs::BOOKS.forget();
     crate::ctxlimits::BASELINES.forget();
     context::GREEN.forget();
+    crate::depth::BOOKS.forget();
     crate::refresh::forget_after_fork();
     context::forget_after_fork();
 }
@@ -732,6 +739,7 @@ macro_rules! real_or_return {
 // Launches (`launch.rs`), pool releases (`pools.rs`), NVML's process lists
 // inside a worker (`processes.rs`), virtual memory management (`vmm.rs`) and
 // graph memory (`graphs.rs`), module globals (`modules.rs`): after the macro above.
+mod events;
 mod graphs;
 mod launch;
 mod modules;
@@ -1150,6 +1158,7 @@ macro_rules! ctx_destroy {
             type F = unsafe extern "C" fn(CUcontext) -> CuResult;
             let real = real_or_return!($id, F);
             boundary(CUDA_ERROR_UNKNOWN, || {
+                crate::depth::forget_context(ctx as u64);
                 context::destroy(ctx as u64, || real(ctx))
             })
         }

@@ -22,8 +22,10 @@
 //! limit lifted ends the wait. It never fails and never spins; it holds no
 //! lock while it sleeps, so the process's other threads and its exit go on.
 //!
-//! An unlimited worker pays one check of the limiter (no lock, no system call).
+//! An unlimited worker pays one check of the limiter (no lock, no system call),
+//! and one load of its queue's depth cap (`depth.rs`).
 
+use crate::depth;
 use crate::devices;
 use crate::limits::{self, Gate};
 use crate::memory::Driver;
@@ -38,17 +40,16 @@ pub const WAIT_MAX: Duration = Duration::from_millis(2);
 static HOLD: [AtomicBool; MAX_DEVICES] = [const { AtomicBool::new(false) }; MAX_DEVICES];
 
 /// Before a launch on the calling thread's current device: return when the
-/// launch may go to the driver.
+/// launch may go to the driver, with the device slot when the worker's
+/// queue there is capped (`depth.rs`, which the caller asks next).
 #[inline]
-pub fn admit(drv: &impl Driver) {
+pub fn admit(drv: &impl Driver) -> Option<usize> {
     if !limits::active() || limits::broken() {
-        return;
+        return None;
     }
-    let Some(ordinal) = drv.current_device() else {
-        return;
-    };
+    let ordinal = drv.current_device()?;
     let Ok(Some(dev)) = devices::resolve(ordinal, |o| drv.uuid(o)) else {
-        return;
+        return None;
     };
     let slot = dev.slot;
     if HOLD[slot].load(Relaxed) {
@@ -61,6 +62,7 @@ pub fn admit(drv: &impl Driver) {
         Gate::Again(ns) => turns(slot, ns),
         Gate::Held => frozen(slot),
     }
+    depth::gated(slot).then_some(slot)
 }
 
 /// The launch's turn did not pay for it (its process's kernels are longer

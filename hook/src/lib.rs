@@ -20,6 +20,8 @@
 //! - `localmem`: the local memory a launch grows its context to, charged
 //!   on a function's first launch in a context.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
+//! - `depth`: and, for a worker whose queue is capped, until few enough of
+//!   its launches are queued on the device (events the hook records);
 //! - `refresh`: one thread per limited process, keeping each launch's
 //!   charge in step with the gain the host's compute sampler stores.
 //! - `limits`: the one door to the limiter's shared state (and the
@@ -32,6 +34,7 @@
 
 mod context;
 mod ctxlimits;
+mod depth;
 mod devices;
 mod ffi;
 mod forksafe;

@@ -244,3 +244,9 @@ pub fn launch(slot: usize) -> Gate {
 pub fn steer(slot: usize) -> Option<shm::Steer> {
     shm::steer_of(pid(), slot)
 }
+
+/// The queue depth cap of the worker on device slot `slot` (0: none).
+#[inline(always)]
+pub fn depth_cap(slot: usize) -> u32 {
+    shm::depth_cap(slot)
+}

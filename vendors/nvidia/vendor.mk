@@ -28,6 +28,17 @@ test-nvidia-valgrind: $(NVIDIA_TEST_DEPS)
 	  $(VALGRIND) $(BUILD)/c-tests/test_nvidia $(BUILD)/libaccelerator_nvidia.so $(NVIDIA_FAKES)
 
 TEST_RUN_EXTRA += test-nvidia
+
+# The fake driver's events and stream queries on its timeline.
+$(BUILD)/c-tests/test_cuda_events: c-tests/test_cuda_events.c c-tests/test_util.h
+	@mkdir -p $(BUILD)/c-tests
+	$(CC) $(CFLAGS) -o $@ $< -ldl -lpthread
+
+.PHONY: test-cuda-events
+test-cuda-events: $(BUILD)/c-tests/test_cuda_events $(NVIDIA_FAKES)/libcuda.so.1
+	$(BUILD)/c-tests/test_cuda_events $(abspath $(NVIDIA_FAKES))/libcuda.so.1
+
+TEST_RUN_EXTRA += test-cuda-events
 VALGRIND_EXTRA += test-nvidia-valgrind
 
 # Benchmark (part of `make bench`): against the fakes here; on a GPU machine

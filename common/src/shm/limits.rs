@@ -17,7 +17,7 @@
 //! | header | 4 KiB | magic `ACCLIMS`, version, size, generation |
 //! | devices | 64 × 128 B | device UUIDs the host named |
 //! | workers | 1,024 × 192 B | worker ids the host named, freeze word, accumulated freeze time, priority |
-//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's launch charge and last measurement (`steer.rs`), compute request |
+//! | rows | 1,024 × 64 × 64 B | per worker and device: memory limit, compute limit, blocked bits (the worker's freeze, memory and compute auto-freeze), the host sampler's launch charge and last measurement (`steer.rs`), compute request, granted share and queue depth cap |
 //!
 //! Names are appended under the state directory's lock (`statedir::lock_dir`);
 //! device names are never removed, worker names only once no live process
@@ -111,7 +111,15 @@ pub(super) struct Row {
     /// (`SetComputeUnitRequest`); 0 = best-effort. Zero padding in files
     /// written before it.
     pub(super) request: AtomicU64,
+    /// Low 32 bits: the share the host's scheduler grants the worker here
+    /// (basis points); high 32 bits: its queue depth cap, the most of its
+    /// launches a process may have queued or running on the device at
+    /// once (0: no cap; the hook's `depth.rs`). Zero padding in files
+    /// written before it.
+    pub(super) granted: AtomicU64,
 }
+
+const _: () = assert!(std::mem::size_of::<Row>() == 64);
 
 pub(super) const FROZEN_BIT: u64 = 1;
 pub(super) const MEM_BIT: u64 = 2;
@@ -127,6 +135,7 @@ impl Row {
             measured_ms: AtomicU64::new(0),
             charge: AtomicU64::new(0),
             request: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
         }
     }
 
@@ -457,6 +466,28 @@ pub(super) fn set_request(worker: &str, uuid: &str, percent: u64) -> Res<()> {
     })
 }
 
+/// Set `worker`'s queue depth cap on `uuid` (0: none; changeable), leaving
+/// the granted share beside it as it is.
+pub(super) fn set_depth_cap(worker: &str, uuid: &str, cap: u32) -> Res<()> {
+    write(Some(worker), |lim| {
+        let word = &host_row(lim, worker, uuid)?.granted;
+        let _ = word.fetch_update(AcqRel, Acquire, |g| {
+            Some(u64::from(cap) << 32 | (g & u64::from(u32::MAX)))
+        });
+        Ok(())
+    })
+}
+
+/// The queue depth cap of this process's worker on device slot `d` (0:
+/// none, or no row looked up yet): the row the launch's check just used
+/// (a placeholder's word is 0, stale or not), one load on its line.
+#[inline(always)]
+pub fn depth_cap(d: usize) -> u32 {
+    ROW.get(d)
+        .and_then(map::published_as)
+        .map_or(0, |r| (r.granted.load(Relaxed) >> 32) as u32)
+}
+
 /// Set `worker`'s priority (1..=100; changeable).
 pub(super) fn set_priority(worker: &str, priority: u64) -> Res<()> {
     write(Some(worker), |lim| {
@@ -719,6 +750,7 @@ fn clear_entry(lim: &Limits, w: usize) {
                 &row.measured_ms,
                 &row.charge,
                 &row.request,
+                &row.granted,
             ] {
                 word.store(0, Relaxed);
             }

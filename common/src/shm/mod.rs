@@ -91,12 +91,12 @@ pub use compute::{check_compute, check_compute_on, launch_on, ComputeOutcome, La
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
 pub use lifetime::{remove_worker, Removed};
-pub use limits::DEFAULT_PRIORITY;
+pub use limits::{depth_cap, DEFAULT_PRIORITY};
 pub use memory::{check_memory, check_memory_on, own_usage_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
     limits, own_processes_on, processes, set_compute_limit, set_compute_limit_for_caller,
-    set_compute_request, set_compute_request_for_caller, set_memory_limit,
+    set_compute_request, set_compute_request_for_caller, set_depth_cap, set_memory_limit,
     set_memory_limit_for_caller, set_worker_priority, set_worker_priority_for_caller, LimitEntry,
     ProcessUsage,
 };

@@ -61,6 +61,15 @@ pub fn set_worker_priority(worker: &str, priority: u32) -> Res<()> {
     limits::set_priority(worker, priority.into())
 }
 
+/// Cap a worker's queue on a device: each of its processes keeps at most
+/// `cap` launches queued or running there (0: no cap). The host's
+/// scheduler sets it for the workers whose queue must stay short.
+pub fn set_depth_cap(worker: &str, uuid: &str, cap: u32) -> Res<()> {
+    key_words(worker)?;
+    key_words(uuid)?;
+    limits::set_depth_cap(worker, uuid, cap)
+}
+
 /// `AccelSetComputeUnitRequest` (ABI v2): as [`set_memory_limit_for_caller`].
 pub fn set_compute_request_for_caller(uuid: &str, percent: u32) -> Res<()> {
     set_compute_request(&workers::worker_of(my_pid())?.0, uuid, percent)

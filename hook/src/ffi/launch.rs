@@ -1,24 +1,59 @@
-//! The launch entry points: each asks `launch::admit` (which may wait)
-//! and then calls the real one with its arguments untouched; a kernel's
-//! launch first has the local memory it grows its context to charged
-//! (`crate::localmem`).
+//! The launch entry points: each asks `launch::admit` (which may wait),
+//! and `depth::admit` for a worker whose queue is capped, then calls the
+//! real one with its arguments untouched (and records the capped launch's
+//! event, `events.rs`); a kernel's launch first has the local memory it
+//! grows its context to charged (`crate::localmem`).
 
 use super::*;
 
 type CUfunction = *mut c_void;
 type CUgraphExec = *mut c_void;
-/// `CUlaunchConfig` (cuda.h): passed through, never read.
-type LaunchConfig = *const c_void;
 type Params = *mut *mut c_void;
+/// `CUlaunchConfig` (cuda.h): passed through; its stream read for a
+/// capped worker.
+#[repr(C)]
+pub struct LaunchConfig {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    stream: CUstream,
+    attrs: *mut c_void,
+    nattrs: c_uint,
+}
+
+/// The stream of a `cuLaunchKernelEx` (the driver refuses a null config).
+unsafe fn config_stream(config: *const LaunchConfig) -> CUstream {
+    // SAFETY: the program's config, as the driver reads it.
+    unsafe { config.as_ref() }.map_or(std::ptr::null_mut(), |c| c.stream)
+}
+
+/// The launch `call` on `stream` (`per_thread`: a `_ptsz` entry point),
+/// admitted first: the bucket (`launch::admit`), then the queue's depth.
+#[inline(always)]
+fn admitted(
+    stream: impl FnOnce() -> CUstream,
+    per_thread: bool,
+    call: impl FnOnce() -> CuResult,
+) -> CuResult {
+    let Some(slot) = boundary(None, || crate::launch::admit(&Cuda)) else {
+        return call();
+    };
+    let queue = events::queue(stream(), per_thread);
+    let ticket = boundary(None, || crate::depth::admit(&Cuda, slot, queue));
+    let r = call();
+    if let Some(t) = ticket {
+        boundary((), || crate::depth::launched(&Cuda, t, r == CUDA_SUCCESS));
+    }
+    r
+}
 
 macro_rules! launch {
-    ($name:ident, $id:expr, $($arg:ident: $t:ty),*) => {
+    ($name:ident, $id:expr, $pt:expr, $stream:ident; $($arg:ident: $t:ty),*) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
             type F = unsafe extern "C" fn($($t),*) -> CuResult;
             let real = real_or_return!($id, F);
-            boundary((), || crate::launch::admit(&Cuda));
-            real($($arg),*)
+            admitted(|| $stream, $pt, || real($($arg),*))
         }
     };
 }
@@ -44,7 +79,7 @@ pub(super) fn local_memory(f: CUfunction, dev: CUdevice) -> Option<u64> {
 
 /// The kernel launches: [`launch!`] after the local memory is charged.
 macro_rules! kernel_launch {
-    ($name:ident, $id:expr, $f:ident; $($arg:ident: $t:ty),*) => {
+    ($name:ident, $id:expr, $f:ident, $pt:expr, $stream:expr; $($arg:ident: $t:ty),*) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
             type F = unsafe extern "C" fn($($t),*) -> CuResult;
@@ -55,27 +90,27 @@ macro_rules! kernel_launch {
             if grown != CUDA_SUCCESS {
                 return grown;
             }
-            boundary((), || crate::launch::admit(&Cuda));
-            real($($arg),*)
+            admitted(|| $stream, $pt, || real($($arg),*))
         }
     };
 }
 
-kernel_launch!(cuLaunchKernel, Cu::LaunchKernel, f; f: CUfunction, gx: c_uint, gy: c_uint,
-               gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint,
-               stream: CUstream, params: Params, extra: Params);
-kernel_launch!(cuLaunchKernel_ptsz, Cu::LaunchKernelPtsz, f; f: CUfunction, gx: c_uint,
-               gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint,
-               stream: CUstream, params: Params, extra: Params);
-kernel_launch!(cuLaunchKernelEx, Cu::LaunchKernelEx, f; config: LaunchConfig, f: CUfunction,
-               params: Params, extra: Params);
-kernel_launch!(cuLaunchKernelEx_ptsz, Cu::LaunchKernelExPtsz, f; config: LaunchConfig,
-               f: CUfunction, params: Params, extra: Params);
-kernel_launch!(cuLaunchCooperativeKernel, Cu::LaunchCooperativeKernel, f; f: CUfunction,
-               gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
-               shared: c_uint, stream: CUstream, params: Params);
-kernel_launch!(cuLaunchCooperativeKernel_ptsz, Cu::LaunchCooperativeKernelPtsz, f;
+kernel_launch!(cuLaunchKernel, Cu::LaunchKernel, f, false, stream;
+               f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
+               bz: c_uint, shared: c_uint, stream: CUstream, params: Params, extra: Params);
+kernel_launch!(cuLaunchKernel_ptsz, Cu::LaunchKernelPtsz, f, true, stream;
+               f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
+               bz: c_uint, shared: c_uint, stream: CUstream, params: Params, extra: Params);
+kernel_launch!(cuLaunchKernelEx, Cu::LaunchKernelEx, f, false, config_stream(config);
+               config: *const LaunchConfig, f: CUfunction, params: Params, extra: Params);
+kernel_launch!(cuLaunchKernelEx_ptsz, Cu::LaunchKernelExPtsz, f, true, config_stream(config);
+               config: *const LaunchConfig, f: CUfunction, params: Params, extra: Params);
+kernel_launch!(cuLaunchCooperativeKernel, Cu::LaunchCooperativeKernel, f, false, stream;
                f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
                bz: c_uint, shared: c_uint, stream: CUstream, params: Params);
-launch!(cuGraphLaunch, Cu::GraphLaunch, exec: CUgraphExec, stream: CUstream);
-launch!(cuGraphLaunch_ptsz, Cu::GraphLaunchPtsz, exec: CUgraphExec, stream: CUstream);
+kernel_launch!(cuLaunchCooperativeKernel_ptsz, Cu::LaunchCooperativeKernelPtsz, f, true, stream;
+               f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint,
+               bz: c_uint, shared: c_uint, stream: CUstream, params: Params);
+launch!(cuGraphLaunch, Cu::GraphLaunch, false, stream; exec: CUgraphExec, stream: CUstream);
+launch!(cuGraphLaunch_ptsz, Cu::GraphLaunchPtsz, true, stream;
+        exec: CUgraphExec, stream: CUstream);
