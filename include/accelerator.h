@@ -14,6 +14,11 @@
 #define ACCELERATOR_ABI_VERSION 1
 
 /*
+ The whole device, in basis points.
+ */
+#define DEVICE 10000
+
+/*
  Outcome of every ABI call (ABI.md, "Result codes").
  */
 typedef enum Result {
