@@ -258,6 +258,8 @@ struct Sampler {
     shares: HashMap<ProcKey, shm::ChargeEstimate>,
     /// (worker, device) pairs with a live process in the last books read.
     seen: HashSet<(String, String)>,
+    /// Soft mode's scheduler (`schedule.rs`).
+    scheduler: crate::schedule::Scheduler,
     /// Vendor errors: when last reported, how many since.
     error_told: Option<Instant>,
     errors: u64,
@@ -303,6 +305,7 @@ impl Sampler {
         self.estimates.clear();
         self.shares.clear();
         self.seen.clear();
+        self.scheduler = Default::default();
     }
 
     fn sample(&mut self) {
@@ -310,10 +313,33 @@ impl Sampler {
             return;
         };
         let limits = shm::limits().unwrap_or_default();
+        // Soft mode: on a device with a request or priority, every worker
+        // with a process there is scheduled, and measured.
+        let mut procs = None;
+        let scheduled: HashSet<String> = crate::schedule::scheduled(&limits)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         let mut limited: HashMap<String, Vec<String>> = HashMap::new();
+        if !scheduled.is_empty() {
+            let p = shm::processes().unwrap_or_default();
+            self.scheduler.tick(&limits, &p);
+            for p in &p {
+                if !p.worker.is_empty() && scheduled.contains(&p.device_uuid) {
+                    let ws = limited.entry(p.device_uuid.clone()).or_default();
+                    if !ws.contains(&p.worker) {
+                        ws.push(p.worker.clone());
+                    }
+                }
+            }
+            procs = Some(p);
+        }
         for e in limits {
-            if e.compute_percent.is_some() {
-                limited.entry(e.device_uuid).or_default().push(e.worker);
+            if e.compute_percent.is_some() || scheduled.contains(&e.device_uuid) {
+                let ws = limited.entry(e.device_uuid).or_default();
+                if !ws.contains(&e.worker) {
+                    ws.push(e.worker);
+                }
             }
         }
         if limited.is_empty() {
@@ -344,7 +370,8 @@ impl Sampler {
             let _ = shm::mark_measured(&self.seen);
             return;
         }
-        let seen = self.books(&limited, &readings);
+        let procs = procs.unwrap_or_else(|| shm::processes().unwrap_or_default());
+        let seen = self.books(&limited, &readings, procs);
         self.seen = seen.keys().cloned().collect();
         self.estimates
             .retain(|(w, u), _| limited.get(u).is_some_and(|ws| ws.contains(w)));
@@ -479,10 +506,11 @@ impl Sampler {
         &mut self,
         limited: &HashMap<String, Vec<String>>,
         readings: &HashMap<String, Reading>,
+        procs: Vec<shm::ProcessUsage>,
     ) -> HashMap<(String, String), Seen> {
         let mut seen: HashMap<(String, String), Seen> = HashMap::new();
         let mut tokens = HashMap::new();
-        for p in shm::processes().unwrap_or_default() {
+        for p in procs {
             let Some(reading) = readings.get(&p.device_uuid) else {
                 continue;
             };

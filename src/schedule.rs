@@ -14,8 +14,24 @@
 //! All shares are basis points of the device ([`DEVICE`]). The function
 //! is pure and O(n log n) in the workers of a device.
 
+use accel_common::shm;
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
 /// The whole device, in basis points.
 pub const DEVICE: u32 = 10_000;
+
+/// What the scheduler hands out of a device: a little less than all of
+/// it. Grants that add up to the whole device keep the driver's queue
+/// full (a bucket lets 100 ms of its rate through at once), and a process
+/// whose launch waits for room in the queue takes less than its grant: it
+/// looks sated (it does not use all it was granted), is granted what it
+/// used, and the others take the rest, for good (seen on the fake driver:
+/// a request of 50 beside two best-effort processes sank to the third
+/// that the queue gives each process). With 4 % left free the queue drains
+/// and every worker is held by its own bucket. A worker alone on a device
+/// is granted all of it.
+pub const CAPACITY: u32 = 9_600;
 
 /// One worker on a device, as the allocation sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,9 +56,11 @@ pub fn headroom(used: u32) -> u32 {
     used.max(1_000)
 }
 
-/// The share each worker of `claims` is granted (bp, in the same order):
-/// at least 1 (0 would mean "no grant" to the hook), never above its limit.
-pub fn allocate(claims: &[Claim]) -> Vec<u32> {
+/// The share each worker of `claims` is granted (bp, in the same order)
+/// out of `capacity` (bp: the device, or less, [`CAPACITY`]): at least
+/// [`MIN_GRANT`] (0 would mean "no grant" to the hook), never above its
+/// limit.
+pub fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
     let cap: Vec<u32> = claims
         .iter()
         .map(|c| c.limit.min(DEVICE).min(c.used.unwrap_or(DEVICE)))
@@ -54,12 +72,12 @@ pub fn allocate(claims: &[Claim]) -> Vec<u32> {
         .collect();
     // Oversubscribed floors shrink in proportion.
     let floors: u64 = grant.iter().map(|&g| u64::from(g)).sum();
-    if floors > u64::from(DEVICE) {
+    if floors > u64::from(capacity) {
         for g in &mut grant {
-            *g = (u64::from(*g) * u64::from(DEVICE) / floors) as u32;
+            *g = (u64::from(*g) * u64::from(capacity) / floors) as u32;
         }
     }
-    let mut left = DEVICE - grant.iter().sum::<u32>();
+    let mut left = capacity.saturating_sub(grant.iter().sum::<u32>());
     // The rest, by priority, highest first.
     let mut order: Vec<usize> = (0..claims.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(claims[i].priority));
@@ -73,7 +91,7 @@ pub fn allocate(claims: &[Claim]) -> Vec<u32> {
         if let Some(used) = c.used {
             grant[i] = grant[i].max(used.saturating_add(headroom(used)));
         }
-        grant[i] = grant[i].min(c.limit.min(DEVICE)).max(1);
+        grant[i] = grant[i].min(c.limit.min(DEVICE)).max(MIN_GRANT);
     }
     grant
 }
@@ -105,6 +123,183 @@ fn water_fill(group: &[usize], cap: &[u32], grant: &mut [u32], left: u32) -> u32
     extra(lo) as u32
 }
 
+/// A grant never goes below 1 % of the device: a launch charged at a
+/// lower rate would put its worker's bucket so far in debt (a 2 ms kernel
+/// at 0.01 %: 20 s) that a larger grant next period could not help it for
+/// seconds (the debt is kept at the rate it was taken).
+pub const MIN_GRANT: u32 = 100;
+
+/// A worker used all it was granted when its tokens over the window reach
+/// this share of the grant (what its bucket let through).
+const HUNGRY: f64 = 0.85;
+
+/// The device is full when its workers used this much of it.
+const FULL: u32 = 9_000;
+
+/// The cap on a lower-priority worker's queue on the device while a worker
+/// of higher priority has a live process there (launches).
+pub const LOW_PRIORITY_DEPTH: u32 = 2;
+
+/// Ticks in a worker's window: two periods, so that a worker launching in
+/// bursts once a period does not look hungry when two bursts fall in one.
+const WINDOW_TICKS: usize = 2;
+
+/// A worker on a device, as the scheduler keeps it from period to period.
+#[derive(Default)]
+struct Kept {
+    /// Its last ticks: (tokens granted, ns of device time its rate in
+    /// force allowed, ns elapsed).
+    ticks: std::collections::VecDeque<(f64, f64, f64)>,
+    /// The grant word last stored.
+    word: u64,
+}
+
+/// The host sampler's scheduler: every period, for each device where a
+/// worker has a request or a priority set, what each worker with a live
+/// process there used (the tokens its processes' launches took: device
+/// time at the charge the sampler measures) and whether it used all it
+/// was granted, then [`allocate`], stored in each worker's row
+/// (`shm::set_granted`). O(processes) a period; nothing per launch.
+#[derive(Default)]
+pub struct Scheduler {
+    /// Per process and device: its tokens at the last tick.
+    tokens: HashMap<(u64, i32, u64, String), u64>,
+    /// Per (worker, device) scheduled.
+    kept: HashMap<(String, String), Kept>,
+    last: Option<Instant>,
+}
+
+impl Scheduler {
+    /// One period: `limits` and `procs` as the sampler read them now.
+    pub fn tick(&mut self, limits: &[shm::LimitEntry], procs: &[shm::ProcessUsage]) {
+        let now = Instant::now();
+        let dt = self
+            .last
+            .map_or(0.0, |t| now.duration_since(t).as_nanos() as f64);
+        self.last = Some(now);
+        let devices = scheduled(limits);
+        let mut entries: HashMap<(&str, &str), &shm::LimitEntry> = HashMap::new();
+        for e in limits {
+            entries.insert((&e.worker, &e.device_uuid), e);
+        }
+        // Per (worker, device) with a live process: the tokens since the last tick.
+        let mut used: HashMap<(String, String), u64> = HashMap::new();
+        let mut tokens = HashMap::new();
+        for p in procs {
+            if p.worker.is_empty() || !devices.contains(p.device_uuid.as_str()) {
+                continue;
+            }
+            let key = (
+                p.pid_namespace,
+                p.namespace_pid,
+                p.start_time,
+                p.device_uuid.clone(),
+            );
+            let delta = self
+                .tokens
+                .get(&key)
+                .map_or(0, |&b| p.compute_tokens.saturating_sub(b));
+            tokens.insert(key, p.compute_tokens);
+            *used
+                .entry((p.worker.clone(), p.device_uuid.clone()))
+                .or_default() += delta;
+        }
+        self.tokens = tokens;
+        // Workers gone from a scheduled device, or on a device no longer
+        // scheduled: their grant is withdrawn (the hard limit applies).
+        self.kept.retain(|(w, u), k| {
+            let keep = used.contains_key(&(w.clone(), u.clone()));
+            if !keep && k.word != 0 {
+                let _ = shm::set_granted(w, u, 0);
+            }
+            keep
+        });
+        let mut by_device: HashMap<&str, Vec<(&str, Claim)>> = HashMap::new();
+        for ((worker, uuid), &delta) in &used {
+            let entry = entries.get(&(worker.as_str(), uuid.as_str()));
+            // A worker the host never named here gets a row, once, so
+            // that its hook reads what it is granted.
+            let key = (worker.clone(), uuid.clone());
+            if entry.is_none()
+                && !self.kept.contains_key(&key)
+                && shm::enlist(worker, uuid).is_err()
+            {
+                continue;
+            }
+            let limit = entry
+                .and_then(|e| e.compute_percent)
+                .map_or(DEVICE, |p| p * 100);
+            let k = self.kept.entry(key).or_default();
+            let rate = match k.word as u32 {
+                0 => limit,
+                g => g,
+            };
+            if dt > 0.0 {
+                if k.ticks.len() == WINDOW_TICKS {
+                    k.ticks.pop_front();
+                }
+                k.ticks
+                    .push_back((delta as f64, dt * f64::from(rate) / f64::from(DEVICE), dt));
+            }
+            let (t, allowed, span) = k
+                .ticks
+                .iter()
+                .fold((0.0, 0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1, a.2 + x.2));
+            // A worker not seen a whole tick yet is hungry.
+            let hungry = k.ticks.is_empty() || t >= HUNGRY * allowed;
+            let claim = Claim {
+                request: entry.and_then(|e| e.compute_request).unwrap_or(0) * 100,
+                limit,
+                priority: entry.map_or_else(
+                    || shm::priority_of(worker).unwrap_or(shm::DEFAULT_PRIORITY),
+                    |e| e.priority,
+                ),
+                used: (!hungry).then(|| (t / span.max(1.0) * f64::from(DEVICE)) as u32),
+            };
+            by_device.entry(uuid).or_default().push((worker, claim));
+        }
+        for (uuid, workers) in by_device {
+            let mut claims: Vec<Claim> = workers.iter().map(|w| w.1).collect();
+            // A full device with no worker held by its grant: what each
+            // used is what the device gave it, not what it wants.
+            let total: u32 = claims.iter().filter_map(|c| c.used).sum();
+            if total >= FULL && claims.iter().all(|c| c.used.is_some()) {
+                for c in &mut claims {
+                    c.used = None;
+                }
+            }
+            let top = claims.iter().map(|c| c.priority).max().unwrap_or(0);
+            // Alone, a worker shares the driver's queue with no one.
+            let capacity = if claims.len() == 1 { DEVICE } else { CAPACITY };
+            for ((worker, claim), share) in workers.iter().zip(allocate(&claims, capacity)) {
+                let depth = if claim.priority < top {
+                    LOW_PRIORITY_DEPTH
+                } else {
+                    0
+                };
+                let word = shm::grant_word(share, depth);
+                let k = self
+                    .kept
+                    .get_mut(&(worker.to_string(), uuid.to_string()))
+                    .expect("kept above");
+                if k.word != word && shm::set_granted(worker, uuid, word).is_ok() {
+                    k.word = word;
+                }
+            }
+        }
+    }
+}
+
+/// The devices where a worker has a request or a priority set: the others
+/// are left to hard limits alone, exactly as before soft mode.
+pub fn scheduled(limits: &[shm::LimitEntry]) -> HashSet<&str> {
+    limits
+        .iter()
+        .filter(|e| e.compute_request.is_some() || e.priority != shm::DEFAULT_PRIORITY)
+        .map(|e| e.device_uuid.as_str())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,7 +322,7 @@ mod tests {
 
     /// The grants in percent (rounded down).
     fn shares(claims: &[Claim]) -> Vec<u32> {
-        allocate(claims).iter().map(|g| g / 100).collect()
+        allocate(claims, DEVICE).iter().map(|g| g / 100).collect()
     }
 
     #[test]
@@ -179,14 +374,28 @@ mod tests {
     fn higher_priority_takes_the_rest_first() {
         // Floors first, whatever the priority.
         assert_eq!(shares(&[hungry(0, 100, 90), hungry(30, 100, 10)]), [70, 30]);
-        assert_eq!(shares(&[hungry(0, 100, 10), hungry(0, 100, 90)]), [0, 100]);
+        assert_eq!(shares(&[hungry(0, 100, 10), hungry(0, 100, 90)]), [1, 100]);
         // Limited high priority: the rest flows down.
         assert_eq!(
             shares(&[hungry(0, 50, 90), hungry(0, 100, 50), hungry(0, 100, 10)]),
-            [50, 50, 0]
+            [50, 50, 1]
         );
-        // A starved worker is granted 1 bp, never 0 ("no grant").
-        assert_eq!(allocate(&[hungry(0, 100, 10), hungry(0, 100, 90)])[0], 1);
+        // A starved worker is granted 1 %, never 0 ("no grant").
+        assert_eq!(
+            allocate(&[hungry(0, 100, 10), hungry(0, 100, 90)], DEVICE)[0],
+            MIN_GRANT
+        );
+    }
+
+    #[test]
+    fn a_capacity_below_the_device_scales_what_is_shared() {
+        let g = allocate(&[hungry(30, 100, 50), hungry(70, 100, 50)], CAPACITY);
+        assert_eq!(g, [2880, 6720]);
+        let g = allocate(&[hungry(60, 100, 50), hungry(90, 100, 50)], CAPACITY);
+        assert_eq!(g, [3840, 5760]);
+        // Alone: the capacity, or its limit.
+        assert_eq!(allocate(&[hungry(30, 100, 50)], CAPACITY), [CAPACITY]);
+        assert_eq!(allocate(&[hungry(30, 60, 50)], CAPACITY), [6000]);
     }
 
     #[test]
@@ -210,16 +419,17 @@ mod tests {
 
     #[test]
     fn many_workers_oversubscribed_keep_their_shrunk_floors() {
-        // 500 workers with requests of 1 %: 500 %, each floor shrunk to 20 bp.
+        // 500 workers with requests of 1 %: 500 %, each floor shrunk to
+        // 20 bp, granted the least grant.
         let claims: Vec<Claim> = (0..500).map(|i| hungry(1, 100, 1 + i % 100)).collect();
-        assert!(allocate(&claims).iter().all(|&g| g == 20));
+        assert!(allocate(&claims, DEVICE).iter().all(|&g| g == MIN_GRANT));
         // Best-effort and hungry: the highest priority takes the device.
         let claims: Vec<Claim> = (0..500).map(|i| hungry(0, 100, 1 + i % 100)).collect();
-        let g = allocate(&claims);
-        assert_eq!(g.iter().sum::<u32>(), DEVICE + 495);
+        let g = allocate(&claims, DEVICE);
+        assert_eq!(g.iter().sum::<u32>(), DEVICE + 495 * MIN_GRANT);
         assert!(claims
             .iter()
             .zip(&g)
-            .all(|(c, &g)| (c.priority == 100) == (g > 1)));
+            .all(|(c, &g)| (c.priority == 100) == (g > MIN_GRANT)));
     }
 }

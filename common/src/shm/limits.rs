@@ -111,7 +111,17 @@ pub(super) struct Row {
     /// (`SetComputeUnitRequest`); 0 = best-effort. Zero padding in files
     /// written before it.
     pub(super) request: AtomicU64,
+    /// What the host sampler's scheduler grants the worker here
+    /// (`schedule.rs`): low 32 bits the share in basis points
+    /// (1..=10,000; 0 = no grant: the hard limit applies), high 32 bits the
+    /// cap on its queue on the device while a worker of higher priority
+    /// has a live process there (0 = none). Zero padding in files written
+    /// before it.
+    pub(super) granted: AtomicU64,
 }
+
+/// The whole device, in the basis points of [`Row::rate`].
+pub(super) const RATE_MAX: u64 = 10_000;
 
 pub(super) const FROZEN_BIT: u64 = 1;
 pub(super) const MEM_BIT: u64 = 2;
@@ -127,6 +137,20 @@ impl Row {
             measured_ms: AtomicU64::new(0),
             charge: AtomicU64::new(0),
             request: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+        }
+    }
+
+    /// The worker's refill rate here, in basis points of the device: the
+    /// share the scheduler granted, else the hard limit; 0 = unlimited.
+    /// The hot path's one extra load, on the line it reads anyway.
+    #[inline(always)]
+    pub(super) fn rate(&self) -> u64 {
+        let granted = self.granted.load(Relaxed) as u32;
+        if granted != 0 {
+            u64::from(granted).min(RATE_MAX)
+        } else {
+            self.cu_limit.load(Acquire).min(100) * 100
         }
     }
 
@@ -457,6 +481,11 @@ pub(super) fn set_request(worker: &str, uuid: &str, percent: u64) -> Res<()> {
     })
 }
 
+/// Name `worker` on `uuid` (its row made if new, no limit set).
+pub(super) fn name_row(worker: &str, uuid: &str) -> Res<()> {
+    write(Some(worker), |lim| host_row(lim, worker, uuid).map(|_| ()))
+}
+
 /// Set `worker`'s priority (1..=100; changeable).
 pub(super) fn set_priority(worker: &str, priority: u64) -> Res<()> {
     write(Some(worker), |lim| {
@@ -719,6 +748,7 @@ fn clear_entry(lim: &Limits, w: usize) {
                 &row.measured_ms,
                 &row.charge,
                 &row.request,
+                &row.granted,
             ] {
                 word.store(0, Relaxed);
             }

@@ -101,9 +101,9 @@ pub use reports::{
     ProcessUsage,
 };
 pub use steer::{
-    charge_of, drop_sampler_lease, mark_measured, set_charge, set_shares, shared_charge, steer_of,
-    take_sampler_lease, ChargeEstimate, ProcessKey, Steer, CHARGE_MAX, CHARGE_MIN, LAUNCH_ESTIMATE,
-    SHARE_ONE,
+    charge_of, drop_sampler_lease, enlist, grant_word, mark_measured, priority_of, set_charge,
+    set_granted, set_shares, shared_charge, steer_of, take_sampler_lease, ChargeEstimate,
+    ProcessKey, Steer, CHARGE_MAX, CHARGE_MIN, LAUNCH_ESTIMATE, SHARE_ONE,
 };
 pub use workers::{books_path, worker_dir};
 
