@@ -27,7 +27,8 @@
  used, and the others take the rest, for good (seen on the fake driver:
  a request of 50 beside two best-effort processes sank to the third
  that the queue gives each process). With 4 % left free the queue drains
- and every worker is held by its own bucket.
+ and every worker is held by its own bucket. A worker alone on a device
+ is granted all of it.
  */
 #define CAPACITY 9600
 
