@@ -321,25 +321,29 @@ impl Sampler {
             .map(str::to_owned)
             .collect();
         let mut limited: HashMap<String, Vec<String>> = HashMap::new();
+        // The (worker, device) pairs of scheduled devices listed so far
+        // (elsewhere the entries are one per pair: no look-up).
+        let mut listed: HashSet<(String, String)> = HashSet::new();
         if !scheduled.is_empty() {
             let p = shm::processes().unwrap_or_default();
             self.scheduler.tick(&limits, &p);
             for p in &p {
-                if !p.worker.is_empty() && scheduled.contains(&p.device_uuid) {
+                if !p.worker.is_empty()
+                    && scheduled.contains(&p.device_uuid)
+                    && listed.insert((p.worker.clone(), p.device_uuid.clone()))
+                {
                     let ws = limited.entry(p.device_uuid.clone()).or_default();
-                    if !ws.contains(&p.worker) {
-                        ws.push(p.worker.clone());
-                    }
+                    ws.push(p.worker.clone());
                 }
             }
             procs = Some(p);
         }
         for e in limits {
-            if e.compute_percent.is_some() || scheduled.contains(&e.device_uuid) {
-                let ws = limited.entry(e.device_uuid).or_default();
-                if !ws.contains(&e.worker) {
-                    ws.push(e.worker);
-                }
+            let soft = scheduled.contains(&e.device_uuid);
+            if (e.compute_percent.is_some() || soft)
+                && !(soft && listed.contains(&(e.worker.clone(), e.device_uuid.clone())))
+            {
+                limited.entry(e.device_uuid).or_default().push(e.worker);
             }
         }
         if limited.is_empty() {
