@@ -232,7 +232,17 @@ fn run(stop: &AtomicBool) {
 
 /// A process on a device in the books: (pid namespace, pid there, start
 /// time, device).
-type ProcKey = (u64, i32, u64, String);
+pub(crate) type ProcKey = (u64, i32, u64, String);
+
+/// The key of a process of the books on its device.
+pub(crate) fn proc_key(p: &shm::ProcessUsage) -> ProcKey {
+    (
+        p.pid_namespace,
+        p.namespace_pid,
+        p.start_time,
+        p.device_uuid.clone(),
+    )
+}
 
 /// Sample timestamps closer than this (µs) are one sample of the driver
 /// (real drivers sample every 1/6 s to 1 s).
@@ -521,12 +531,7 @@ impl Sampler {
             if !limited[&p.device_uuid].contains(&p.worker) {
                 continue;
             }
-            let key = (
-                p.pid_namespace,
-                p.namespace_pid,
-                p.start_time,
-                p.device_uuid.clone(),
-            );
+            let key = proc_key(&p);
             let before = self.tokens.get(&key).copied();
             let restart = match reading {
                 Reading::Samples { .. } => true,

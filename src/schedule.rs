@@ -14,6 +14,7 @@
 //! All shares are basis points of the device ([`DEVICE`]). The function
 //! is pure and O(n log n) in the workers of a device.
 
+use crate::sampler::{proc_key, ProcKey};
 use accel_common::shm;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -163,7 +164,7 @@ struct Kept {
 #[derive(Default)]
 pub struct Scheduler {
     /// Per process and device: its tokens at the last tick.
-    tokens: HashMap<(u64, i32, u64, String), u64>,
+    tokens: HashMap<ProcKey, u64>,
     /// Per (worker, device) scheduled.
     kept: HashMap<(String, String), Kept>,
     last: Option<Instant>,
@@ -189,12 +190,7 @@ impl Scheduler {
             if p.worker.is_empty() || !devices.contains(p.device_uuid.as_str()) {
                 continue;
             }
-            let key = (
-                p.pid_namespace,
-                p.namespace_pid,
-                p.start_time,
-                p.device_uuid.clone(),
-            );
+            let key = proc_key(p);
             let delta = self
                 .tokens
                 .get(&key)
@@ -276,6 +272,14 @@ impl Scheduler {
                     LOW_PRIORITY_DEPTH
                 } else {
                     0
+                };
+                // The whole device to a worker without a limit is no
+                // limit: not a bucket at 100 %, which a launch charge
+                // measured a little high would hold below the device.
+                let share = if share >= DEVICE && claim.limit >= DEVICE {
+                    0
+                } else {
+                    share
                 };
                 let word = shm::grant_word(share, depth);
                 let k = self

@@ -177,6 +177,18 @@ static double gap_of(int fd) {
   return gap;
 }
 
+/* An app that warmed up, idled, then loaded (device time per tick `b`):
+ * its idle stretch's first tick without device time after the warm-up
+ * (`*k0`), and the tick of its first launch after it (`*k1`; -1: none). */
+static void idle_stretch(const unsigned long long *b, int ticks, int *k0, int *k1) {
+  *k0 = 4, *k1 = -1;
+  while (*k0 < ticks && b[*k0 + 1] != b[*k0])
+    (*k0)++;
+  for (int t = *k0; t < ticks && *k1 < 0; t++)
+    if (b[t + 1] > b[t])
+      *k1 = t;
+}
+
 /* Sum of the device time of apps [from, to) at each tick. */
 static void sum_of(unsigned long long b[][MAX_TICKS + 1], int from, int to, int ticks,
                    unsigned long long *out) {
@@ -292,12 +304,8 @@ static void give_back(int id, const struct kase *k, const char *tag) {
   static unsigned long long b[3][MAX_TICKS + 1], be[MAX_TICKS + 1];
   record(a, 3, ticks, b);
   sum_of(b, 1, 3, ticks, be);
-  int k0 = 4, k1 = -1;
-  while (k0 < ticks && b[0][k0 + 1] != b[0][k0])
-    k0++;
-  for (int t = k0; t < ticks && k1 < 0; t++)
-    if (b[0][t + 1] > b[0][t])
-      k1 = t;
+  int k0, k1;
+  idle_stretch(b[0], ticks, &k0, &k1);
   double lo = 100, lo_be = 100;
   for (int t = k1 + 4; k1 >= 0 && t + 4 <= ticks && t + 4 <= k1 + 20; t++) {
     lo = util(b[0], t, 4) < lo ? util(b[0], t, 4) : lo;
@@ -460,14 +468,8 @@ static void run_case(int id, const struct kase *k) {
     struct app a = start_after(w[0], k->kernel_us, 5.5, 0, 0, -1, 0, 2.0, k->idle);
     static unsigned long long b[1][MAX_TICKS + 1];
     record(&a, 1, ticks, b);
-    /* The idle stretch: the first tick without device time after the
-     * warm-up; the first launch after it: in the first tick with some. */
-    int k0 = 4, k1 = -1;
-    while (k0 < ticks && b[0][k0 + 1] != b[0][k0])
-      k0++;
-    for (int t = k0; t < ticks && k1 < 0; t++)
-      if (b[0][t + 1] > b[0][t])
-        k1 = t;
+    int k0, k1;
+    idle_stretch(b[0], ticks, &k0, &k1);
     double worst = k->percent, first = -1;
     /* The load's first 4.5 s. */
     for (int t = k1 + 1; k1 >= 0 && t + 4 <= ticks && t + 4 <= k1 + 19; t++) {
