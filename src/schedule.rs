@@ -155,6 +155,29 @@ struct Kept {
     word: u64,
 }
 
+impl Kept {
+    /// One tick of `dt` ns: the worker's `tokens` at `rate` (bp) in force.
+    fn record(&mut self, tokens: f64, rate: u32, dt: f64) {
+        if self.ticks.len() == WINDOW_TICKS {
+            self.ticks.pop_front();
+        }
+        self.ticks
+            .push_back((tokens, dt * f64::from(rate) / f64::from(DEVICE), dt));
+    }
+
+    /// What the worker wants, as [`Claim::used`]: `None` (hungry) when it
+    /// took at least [`HUNGRY`] of what its grants allowed over the
+    /// window, or when it has no whole tick yet; else what it used (bp).
+    fn used(&self) -> Option<u32> {
+        let (t, allowed, span) = self
+            .ticks
+            .iter()
+            .fold((0.0, 0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1, a.2 + x.2));
+        (!self.ticks.is_empty() && t < HUNGRY * allowed)
+            .then(|| (t / span.max(1.0) * f64::from(DEVICE)) as u32)
+    }
+}
+
 /// The host sampler's scheduler: every period, for each device where a
 /// worker has a request or a priority set, what each worker with a live
 /// process there used (the tokens its processes' launches took: device
@@ -231,18 +254,8 @@ impl Scheduler {
                 g => g,
             };
             if dt > 0.0 {
-                if k.ticks.len() == WINDOW_TICKS {
-                    k.ticks.pop_front();
-                }
-                k.ticks
-                    .push_back((delta as f64, dt * f64::from(rate) / f64::from(DEVICE), dt));
+                k.record(delta as f64, rate, dt);
             }
-            let (t, allowed, span) = k
-                .ticks
-                .iter()
-                .fold((0.0, 0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1, a.2 + x.2));
-            // A worker not seen a whole tick yet is hungry.
-            let hungry = k.ticks.is_empty() || t >= HUNGRY * allowed;
             let claim = Claim {
                 request: entry.and_then(|e| e.compute_request).unwrap_or(0) * 100,
                 limit,
@@ -250,48 +263,57 @@ impl Scheduler {
                     || shm::priority_of(worker).unwrap_or(shm::DEFAULT_PRIORITY),
                     |e| e.priority,
                 ),
-                used: (!hungry).then(|| (t / span.max(1.0) * f64::from(DEVICE)) as u32),
+                used: k.used(),
             };
             by_device.entry(uuid).or_default().push((worker, claim));
         }
         for (uuid, workers) in by_device {
-            let mut claims: Vec<Claim> = workers.iter().map(|w| w.1).collect();
-            // A full device with no worker held by its grant: what each
-            // used is what the device gave it, not what it wants.
-            let total: u32 = claims.iter().filter_map(|c| c.used).sum();
-            if total >= FULL && claims.iter().all(|c| c.used.is_some()) {
-                for c in &mut claims {
-                    c.used = None;
-                }
-            }
-            let top = claims.iter().map(|c| c.priority).max().unwrap_or(0);
-            // Alone, a worker shares the driver's queue with no one.
-            let capacity = if claims.len() == 1 { DEVICE } else { CAPACITY };
-            for ((worker, claim), share) in workers.iter().zip(allocate(&claims, capacity)) {
-                let depth = if claim.priority < top {
-                    LOW_PRIORITY_DEPTH
-                } else {
-                    0
+            let claims: Vec<Claim> = workers.iter().map(|w| w.1).collect();
+            for ((worker, _), word) in workers.iter().zip(grant_words(claims)) {
+                let Some(k) = self.kept.get_mut(&(worker.to_string(), uuid.to_string())) else {
+                    continue;
                 };
-                // The whole device to a worker without a limit is no
-                // limit: not a bucket at 100 %, which a launch charge
-                // measured a little high would hold below the device.
-                let share = if share >= DEVICE && claim.limit >= DEVICE {
-                    0
-                } else {
-                    share
-                };
-                let word = shm::grant_word(share, depth);
-                let k = self
-                    .kept
-                    .get_mut(&(worker.to_string(), uuid.to_string()))
-                    .expect("kept above");
                 if k.word != word && shm::set_granted(worker, uuid, word).is_ok() {
                     k.word = word;
                 }
             }
         }
     }
+}
+
+/// The grant words ([`shm::grant_word`]) of the workers of one device.
+fn grant_words(mut claims: Vec<Claim>) -> Vec<u64> {
+    // A full device with no worker held by its grant: what each used is
+    // what the device gave it, not what it wants.
+    let total: u32 = claims.iter().filter_map(|c| c.used).sum();
+    if total >= FULL && claims.iter().all(|c| c.used.is_some()) {
+        for c in &mut claims {
+            c.used = None;
+        }
+    }
+    let top = claims.iter().map(|c| c.priority).max().unwrap_or(0);
+    // Alone, a worker shares the driver's queue with no one.
+    let capacity = if claims.len() == 1 { DEVICE } else { CAPACITY };
+    claims
+        .iter()
+        .zip(allocate(&claims, capacity))
+        .map(|(claim, share)| {
+            let depth = if claim.priority < top {
+                LOW_PRIORITY_DEPTH
+            } else {
+                0
+            };
+            // The whole device to a worker without a limit is no limit:
+            // not a bucket at 100 %, which a launch charge measured a
+            // little high would hold below the device.
+            let share = if share >= DEVICE && claim.limit >= DEVICE {
+                0
+            } else {
+                share
+            };
+            shm::grant_word(share, depth)
+        })
+        .collect()
 }
 
 /// The devices where a worker has a request or a priority set: the others
@@ -419,6 +441,58 @@ mod tests {
     fn a_hungry_worker_with_a_request_gets_it_back() {
         // The same two once the worker with request 50 is hungry again.
         assert_eq!(shares(&[hungry(50, 100, 50), hungry(0, 100, 50)]), [50, 50]);
+    }
+
+    #[test]
+    fn hungry_is_using_what_the_grant_allowed() {
+        let mut k = Kept::default();
+        // Not seen a whole tick yet: hungry.
+        assert_eq!(k.used(), None);
+        // 100 ms at a grant of 50 %: 50 ms allowed; 48 ms taken: hungry.
+        k.record(48e6, 5_000, 100e6);
+        assert_eq!(k.used(), None);
+        // Then 10 ms: 58 of 100 ms allowed over the window: it used 29 %.
+        k.record(10e6, 5_000, 100e6);
+        assert_eq!(k.used(), Some(2_900));
+        // The window is two ticks: the first is forgotten.
+        k.record(10e6, 5_000, 100e6);
+        assert_eq!(k.used(), Some(1_000));
+        // A grant raised this tick counts at its own rate.
+        k.record(45e6, 5_000, 100e6);
+        k.record(10e6, 1_000, 100e6);
+        assert_eq!(k.used(), None);
+    }
+
+    fn share(word: u64) -> u32 {
+        word as u32
+    }
+
+    #[test]
+    fn grant_words_of_a_device() {
+        // Alone without a limit: no grant (unlimited); with one: the limit.
+        assert_eq!(grant_words(vec![hungry(30, 100, 50)]), [0]);
+        assert_eq!(share(grant_words(vec![hungry(30, 60, 50)])[0]), 6_000);
+        // Shared: 96 % handed out.
+        let w = grant_words(vec![hungry(30, 100, 50), hungry(70, 100, 50)]);
+        assert_eq!(
+            w.iter().map(|&w| share(w)).collect::<Vec<_>>(),
+            [2_880, 6_720]
+        );
+        // A lower priority beside a higher one: its queue is capped.
+        let w = grant_words(vec![hungry(30, 100, 90), hungry(0, 100, 10)]);
+        assert_eq!((w[0] >> 32, w[1] >> 32), (0, u64::from(LOW_PRIORITY_DEPTH)));
+        // A full device with nobody held by a grant: all taken as hungry.
+        let w = grant_words(vec![using(30, 100, 50, 50), using(70, 100, 50, 50)]);
+        assert_eq!(
+            w.iter().map(|&w| share(w)).collect::<Vec<_>>(),
+            [2_880, 6_720]
+        );
+        // Not full: what each used, plus headroom.
+        let w = grant_words(vec![using(30, 100, 50, 20), using(70, 100, 50, 20)]);
+        assert_eq!(
+            w.iter().map(|&w| share(w)).collect::<Vec<_>>(),
+            [4_000, 4_000]
+        );
     }
 
     #[test]
