@@ -14,39 +14,6 @@
 #define ACCELERATOR_ABI_VERSION 1
 
 /*
- The whole device, in basis points.
- */
-#define DEVICE 10000
-
-/*
- What the scheduler hands out of a device: a little less than all of
- it. Grants that add up to the whole device keep the driver's queue
- full (a bucket lets 100 ms of its rate through at once), and a process
- whose launch waits for room in the queue takes less than its grant: it
- looks sated (it does not use all it was granted), is granted what it
- used, and the others take the rest, for good (seen on the fake driver:
- a request of 50 beside two best-effort processes sank to the third
- that the queue gives each process). With 4 % left free the queue drains
- and every worker is held by its own bucket. A worker alone on a device
- is granted all of it.
- */
-#define CAPACITY 9600
-
-/*
- A grant never goes below 1 % of the device: a launch charged at a
- lower rate would put its worker's bucket so far in debt (a 2 ms kernel
- at 0.01 %: 20 s) that a larger grant next period could not help it for
- seconds (the debt is kept at the rate it was taken).
- */
-#define MIN_GRANT 100
-
-/*
- The cap on a lower-priority worker's queue on the device while a worker
- of higher priority has a live process there (launches).
- */
-#define LOW_PRIORITY_DEPTH 2
-
-/*
  Outcome of every ABI call (ABI.md, "Result codes").
  */
 typedef enum Result {
@@ -368,8 +335,8 @@ enum Result SetComputeUnitHardLimit(const char *workerId,
  wants it (percent, 0..=100; 0 = best-effort), never above its hard limit
  there. It may be set again. INVALID_PARAM, with nothing changed, for a
  request out of range or above the hard limit, or an unknown device.
- Kept in the host's limits file; launches are not scheduled by it yet
- (docs/compute.md, "Soft mode").
+ Kept in the host's limits file; the host's sampler schedules the
+ device's launches by it (docs/compute.md, "Soft mode").
 
  # Safety
  Both strings are NULL or NUL-terminated.
@@ -381,8 +348,9 @@ enum Result SetComputeUnitRequest(const char *workerId,
 /*
  The worker's priority, 1..=100, higher first; a worker never given one
  is 50. It may be set again. INVALID_PARAM, with nothing changed, out of
- range. Kept in the host's limits file; launches are not scheduled by it
- yet (docs/compute.md, "Soft mode").
+ range. Kept in the host's limits file; the host's sampler schedules
+ launches by it where the worker shares a device (docs/compute.md,
+ "Soft mode").
 
  # Safety
  `workerId` is NULL or NUL-terminated.

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 /// The whole device, in basis points.
-pub const DEVICE: u32 = 10_000;
+pub(crate) const DEVICE: u32 = 10_000;
 
 /// What the scheduler hands out of a device: a little less than all of
 /// it. Grants that add up to the whole device keep the driver's queue
@@ -32,11 +32,11 @@ pub const DEVICE: u32 = 10_000;
 /// that the queue gives each process). With 4 % left free the queue drains
 /// and every worker is held by its own bucket. A worker alone on a device
 /// is granted all of it.
-pub const CAPACITY: u32 = 9_600;
+pub(crate) const CAPACITY: u32 = 9_600;
 
 /// One worker on a device, as the allocation sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Claim {
+pub(crate) struct Claim {
     /// Its request (bp; 0 = best-effort).
     pub request: u32,
     /// Its hard limit (bp; [`DEVICE`] when it has none).
@@ -53,7 +53,7 @@ pub struct Claim {
 /// others nothing unless the worker grows (their shares are computed
 /// against what it used), and a bursty worker measured over a short
 /// window must not look hungry by chance (docs/compute.md).
-pub fn headroom(used: u32) -> u32 {
+pub(crate) fn headroom(used: u32) -> u32 {
     used.max(1_000)
 }
 
@@ -61,7 +61,7 @@ pub fn headroom(used: u32) -> u32 {
 /// out of `capacity` (bp: the device, or less, [`CAPACITY`]): at least
 /// [`MIN_GRANT`] (0 would mean "no grant" to the hook), never above its
 /// limit.
-pub fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
+pub(crate) fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
     let cap: Vec<u32> = claims
         .iter()
         .map(|c| c.limit.min(DEVICE).min(c.used.unwrap_or(DEVICE)))
@@ -128,7 +128,7 @@ fn water_fill(group: &[usize], cap: &[u32], grant: &mut [u32], left: u32) -> u32
 /// lower rate would put its worker's bucket so far in debt (a 2 ms kernel
 /// at 0.01 %: 20 s) that a larger grant next period could not help it for
 /// seconds (the debt is kept at the rate it was taken).
-pub const MIN_GRANT: u32 = 100;
+pub(crate) const MIN_GRANT: u32 = 100;
 
 /// A worker used all it was granted when its tokens over the window reach
 /// this share of the grant (what its bucket let through).
@@ -139,7 +139,7 @@ const FULL: u32 = 9_000;
 
 /// The cap on a lower-priority worker's queue on the device while a worker
 /// of higher priority has a live process there (launches).
-pub const LOW_PRIORITY_DEPTH: u32 = 2;
+pub(crate) const LOW_PRIORITY_DEPTH: u32 = 2;
 
 /// Ticks in a worker's window: two periods, so that a worker launching in
 /// bursts once a period does not look hungry when two bursts fall in one.
@@ -185,7 +185,7 @@ impl Kept {
 /// was granted, then [`allocate`], stored in each worker's row
 /// (`shm::set_granted`). O(processes) a period; nothing per launch.
 #[derive(Default)]
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     /// Per process and device: its tokens at the last tick.
     tokens: HashMap<ProcKey, u64>,
     /// Per (worker, device) scheduled.
@@ -318,7 +318,7 @@ fn grant_words(mut claims: Vec<Claim>) -> Vec<u64> {
 
 /// The devices where a worker has a request or a priority set: the others
 /// are left to hard limits alone, exactly as before soft mode.
-pub fn scheduled(limits: &[shm::LimitEntry]) -> HashSet<&str> {
+pub(crate) fn scheduled(limits: &[shm::LimitEntry]) -> HashSet<&str> {
     limits
         .iter()
         .filter(|e| e.compute_request.is_some() || e.priority != shm::DEFAULT_PRIORITY)

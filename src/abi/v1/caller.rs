@@ -195,8 +195,8 @@ pub unsafe extern "C" fn SetComputeUnitHardLimit(
 /// wants it (percent, 0..=100; 0 = best-effort), never above its hard limit
 /// there. It may be set again. INVALID_PARAM, with nothing changed, for a
 /// request out of range or above the hard limit, or an unknown device.
-/// Kept in the host's limits file; launches are not scheduled by it yet
-/// (docs/compute.md, "Soft mode").
+/// Kept in the host's limits file; the host's sampler schedules the
+/// device's launches by it (docs/compute.md, "Soft mode").
 ///
 /// # Safety
 /// Both strings are NULL or NUL-terminated.
@@ -215,8 +215,9 @@ pub unsafe extern "C" fn SetComputeUnitRequest(
 
 /// The worker's priority, 1..=100, higher first; a worker never given one
 /// is 50. It may be set again. INVALID_PARAM, with nothing changed, out of
-/// range. Kept in the host's limits file; launches are not scheduled by it
-/// yet (docs/compute.md, "Soft mode").
+/// range. Kept in the host's limits file; the host's sampler schedules
+/// launches by it where the worker shares a device (docs/compute.md,
+/// "Soft mode").
 ///
 /// # Safety
 /// `workerId` is NULL or NUL-terminated.
