@@ -136,6 +136,37 @@ typedef struct ProcessArray {
   char deviceUUID[64];
 } ProcessArray;
 
+/*
+ One worker's compute request, limit, priority and grant on one device
+ (soft mode, docs/compute.md), and the device time its live processes
+ took so far: two readings give its measured share.
+ */
+typedef struct WorkerShare {
+  char workerId[64];
+  char deviceUUID[64];
+  /*
+   Percent; 0: best-effort.
+   */
+  uint32_t requestPercent;
+  /*
+   The hard limit, percent; 0: none.
+   */
+  uint32_t limitPercent;
+  /*
+   1..=100, higher first.
+   */
+  uint32_t priority;
+  /*
+   The share the host's scheduler grants, basis points of the device;
+   0: none (the hard limit applies).
+   */
+  uint32_t grantedBasisPoints;
+  /*
+   ns of the device the worker's live processes took so far.
+   */
+  uint64_t usedNs;
+} WorkerShare;
+
 typedef struct ComputeUtilization {
   char processId[32];
   char deviceUUID[64];
@@ -368,6 +399,19 @@ enum Result Snapshot(struct ProcessArray *processes);
  As `Snapshot`.
  */
 enum Result Resume(struct ProcessArray *processes);
+
+/*
+ Every worker with a compute request, hard limit or granted share on a
+ device of the node, up to `maxCount`: its request, limit, priority, the
+ share the host's scheduler grants it, and the device time its live
+ processes took so far (two readings give its measured share;
+ docs/compute.md, "Soft mode"). `shareCount` gets the entries written;
+ with `maxCount` 0 (and `shares` NULL), how many there are.
+
+ # Safety
+ `shares` is NULL or writable for `maxCount`; `shareCount` NULL or writable.
+ */
+enum Result GetWorkerShares(struct WorkerShare *shares, size_t maxCount, size_t *shareCount);
 
 /*
  Every tracked process on every device, up to `maxCount`.

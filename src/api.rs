@@ -100,6 +100,11 @@ pub fn set_compute_request(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     Ok(())
 }
 
+/// Every worker's soft-mode words and device time (`GetWorkerShares`).
+pub fn worker_shares() -> Res<Vec<shm::WorkerShare>> {
+    shm::worker_shares()
+}
+
 /// A request must name a device of the vendor: an unknown one is a bad
 /// argument (INVALID_PARAM, issue 34), not a missing object.
 fn known_device(uuid: &str) -> Res<()> {

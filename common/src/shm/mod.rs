@@ -97,8 +97,8 @@ pub use process::add_process;
 pub use reports::{
     limits, own_processes_on, processes, set_compute_limit, set_compute_limit_for_caller,
     set_compute_request, set_compute_request_for_caller, set_memory_limit,
-    set_memory_limit_for_caller, set_worker_priority, set_worker_priority_for_caller, LimitEntry,
-    ProcessUsage,
+    set_memory_limit_for_caller, set_worker_priority, set_worker_priority_for_caller,
+    worker_shares, LimitEntry, ProcessUsage, WorkerShare,
 };
 pub use steer::{
     charge_of, drop_sampler_lease, enlist, grant_word, mark_measured, priority_of, set_charge,

@@ -282,6 +282,33 @@ unsafe fn fill_usage<V, C>(
     })
 }
 
+/// Every worker with a compute request, hard limit or granted share on a
+/// device of the node, up to `maxCount`: its request, limit, priority, the
+/// share the host's scheduler grants it, and the device time its live
+/// processes took so far (two readings give its measured share;
+/// docs/compute.md, "Soft mode"). `shareCount` gets the entries written;
+/// with `maxCount` 0 (and `shares` NULL), how many there are.
+///
+/// # Safety
+/// `shares` is NULL or writable for `maxCount`; `shareCount` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn GetWorkerShares(
+    shares: *mut WorkerShare,
+    maxCount: usize,
+    shareCount: *mut usize,
+) -> ResultCode {
+    call("GetWorkerShares", || {
+        let count = out(shareCount, "shareCount")?;
+        let all = api::worker_shares()?;
+        let dst = out_slice(shares, maxCount, all.len(), true, "shares")?;
+        for (slot, w) in dst.iter_mut().zip(&all) {
+            *slot = convert::share(w);
+        }
+        *count = if maxCount == 0 { all.len() } else { dst.len() };
+        Ok(())
+    })
+}
+
 /// Every tracked process on every device, up to `maxCount`.
 ///
 /// # Safety
