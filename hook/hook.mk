@@ -116,8 +116,8 @@ TEST_RUN_EXTRA += compute-test
 # graphs), processes of one worker and NVML sample periods (100 ms, 1 s):
 # each case a node of its own, three at a time (docs/compute.md).
 .PHONY: compute-cases-test
-compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases
-	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases $(BUILD)/probe
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) PROBE=$(BUILD)/probe \
 	  $(HOOK_BIN)/test_compute_cases $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
 	  $(HOOK_BIN)/app_launch
 TEST_RUN_EXTRA += compute-cases-test

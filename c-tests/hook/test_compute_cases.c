@@ -105,6 +105,7 @@ static void table(void) {
 
 static int (*set_compute)(const char *, const char *, uint32_t);
 static int (*set_request)(const char *, const char *, uint32_t);
+static const char *lib_path;
 static void *acc;
 
 /* Device time of each app at each tick from now (ns), `ticks` + 1 readings. */
@@ -231,6 +232,28 @@ static void svg(const char *title, unsigned long long b[][MAX_TICKS + 1], int n,
   fclose(f);
 }
 
+/* The probe's view of worker `w` (PROBE: the probe; NULL: not run):
+ * its granted share (bp) and the share it measured (%) from `--json`. */
+static int probe_worker(const char *w, double *granted, double *share) {
+  const char *probe = getenv("PROBE");
+  if (!probe || !*probe)
+    return 0;
+  char cmd[8192], *doc = calloc(1, 1 << 16);
+  snprintf(cmd, sizeof cmd, "%s --json %s", probe, lib_path);
+  FILE *f = popen(cmd, "r");
+  size_t n = f ? fread(doc, 1, (1 << 16) - 1, f) : 0;
+  int st = f ? pclose(f) : -1;
+  char key[96];
+  snprintf(key, sizeof key, "\"workerId\":\"%s\"", w);
+  char *at = n ? strstr(doc, key) : NULL, *g = at ? strstr(at, "\"grantedBasisPoints\":") : NULL,
+       *sh = at ? strstr(at, "\"sharePercent\":") : NULL;
+  int ok = st == 0 && g && sh &&
+           sscanf(g, "\"grantedBasisPoints\":%lf", granted) == 1 &&
+           sscanf(sh, "\"sharePercent\":%lf", share) == 1;
+  free(doc);
+  return ok ? 1 : -1;
+}
+
 /* Soft mode, hungry workers: one alone (request, maybe a limit) or two
  * with requests, always launching; each within ±5 of its share in every
  * 1 s window once converged (alone without a limit: at least 90 % in
@@ -247,9 +270,21 @@ static void soft_share(int id, const struct kase *k, const char *tag, double con
   int ticks = (int)(conv_max / TICK) + 8, from = (int)(conv_max / TICK);
   struct app a[2];
   for (int i = 0; i < n; i++)
-    a[i] = start(w[i], k->kernel_us, ticks * TICK + 0.5, 0, 0, -1, 0);
+    a[i] = start(w[i], k->kernel_us, ticks * TICK + 1.5, 0, 0, -1, 0);
   static unsigned long long b[2][MAX_TICKS + 1];
   record(a, n, ticks, b);
+  /* The probe, while they still run: each worker's grant and the share
+   * it measures (±10: 0.2 s of 2 ms kernels). */
+  for (int i = 0; n == 2 && i < n; i++) {
+    double granted = 0, share = 0;
+    int r = probe_worker(w[i], &granted, &share);
+    if (r == 0)
+      break;
+    printf("%s probe: %s granted %.0f bp, measured %.1f%%\n", tag, w[i], granted, share);
+    CHECK(r == 1, "%s the probe lists %s", tag, w[i]);
+    CHECK(granted > 0 && fabs(share - k->want[i]) <= 10, "%s probe: %s %.1f%% near %d", tag,
+          w[i], share, k->want[i]);
+  }
   for (int i = 0; i < n; i++) {
     double u = util(b[i], from, ticks - from);
     if (n == 1 && !k->percent) {
@@ -544,6 +579,7 @@ static void run_case(int id, const struct kase *k) {
 
 /* One case in this process: its own node (state directory, timeline). */
 static int case_main(int id, const char *lib) {
+  lib_path = lib;
   acc = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
   int (*init)(void) = acc ? (int (*)(void))dlsym(acc, "AccelInit") : NULL;
   set_compute =
