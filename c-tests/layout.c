@@ -102,6 +102,14 @@ int main(void) {
     FIELD(MemoryUtilization, usedBytes);
     FIELD(MemoryUtilization, reservedBytes);
     FIELD(MemoryUtilization, utilizationPercent);
+    TYPE(WorkerShare);
+    FIELD(WorkerShare, workerId);
+    FIELD(WorkerShare, deviceUUID);
+    FIELD(WorkerShare, requestPercent);
+    FIELD(WorkerShare, limitPercent);
+    FIELD(WorkerShare, priority);
+    FIELD(WorkerShare, grantedBasisPoints);
+    FIELD(WorkerShare, usedNs);
     TYPE(DeviceMetrics);
     FIELD(DeviceMetrics, deviceUUID);
     FIELD(DeviceMetrics, powerUsageWatts);

@@ -38,7 +38,7 @@
   X(GetDeviceCount) X(GetAllDevices) X(GetPartitionTemplates)                  \
   X(GetDeviceTopology) X(AssignPartition) X(RemovePartition)                   \
   X(SetMemHardLimit) X(SetComputeUnitHardLimit) X(Snapshot) X(Resume)          \
-  X(SetComputeUnitRequest) X(SetWorkerPriority)                                \
+  X(SetComputeUnitRequest) X(SetWorkerPriority) X(GetWorkerShares)            \
   X(GetProcessComputeUtilization) X(GetProcessMemoryUtilization)               \
   X(GetDeviceMetrics) X(GetExtendedDeviceMetrics) X(Log)                       \
   X(acceleratorGetLastError) X(acceleratorGetLastErrorCode)                    \
@@ -1062,6 +1062,38 @@ static void test_soft_limits(void) {
    * would be below it. */
   EXPECT_FAIL(A.SetComputeUnitRequest("c-soft-2", dev, 170), RESULT_ERROR_INVALID_PARAM);
   EXPECT_OK(A.SetComputeUnitHardLimit("c-soft-2", dev, 1));
+
+  /* GetWorkerShares: the words as set (no sampler on the stub: no grant,
+   * no process: no device time). */
+  size_t n = 0;
+  EXPECT_FAIL(A.GetWorkerShares(NULL, 0, NULL), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_FAIL(A.GetWorkerShares(NULL, 4, &n), RESULT_ERROR_INVALID_PARAM);
+  EXPECT_OK(A.GetWorkerShares(NULL, 0, &n));
+  CHECK(n >= 3, "c-soft-1 on two devices and c-soft-2: %zu", n);
+  WorkerShare *w = calloc(n, sizeof *w);
+  size_t got = 0;
+  EXPECT_OK(A.GetWorkerShares(w, n, &got));
+  CHECK(got == n, "%zu of %zu", got, n);
+  int seen = 0;
+  for (size_t i = 0; i < got; i++) {
+    if (strcmp(w[i].workerId, "c-soft-1") == 0 && strcmp(w[i].deviceUUID, dev) == 0) {
+      seen |= 1;
+      CHECK(w[i].requestPercent == 0 && w[i].limitPercent == 60 && w[i].priority == 100 &&
+                w[i].grantedBasisPoints == 0 && w[i].usedNs == 0,
+            "c-soft-1: request %u limit %u priority %u granted %u used %llu", w[i].requestPercent,
+            w[i].limitPercent, w[i].priority, w[i].grantedBasisPoints,
+            (unsigned long long)w[i].usedNs);
+    }
+    if (strcmp(w[i].workerId, "c-soft-1") == 0 && strcmp(w[i].deviceUUID, UUIDS[1]) == 0) {
+      seen |= 2;
+      CHECK(w[i].requestPercent == 100 && w[i].limitPercent == 0, "c-soft-1 on %s", UUIDS[1]);
+    }
+  }
+  CHECK(seen == 3, "both of c-soft-1's rows listed (%d)", seen);
+  /* Fewer slots than entries: as many as fit. */
+  EXPECT_OK(A.GetWorkerShares(w, 1, &got));
+  CHECK(got == 1, "one slot: %zu", got);
+  free(w);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -26,6 +26,7 @@ fn main() {
     layout!(ProcessArray: processIds, processCount, deviceUUID);
     layout!(ComputeUtilization: processId, deviceUUID, utilizationPercent, activeSMs, totalSMs, tflopsUsed);
     layout!(MemoryUtilization: processId, deviceUUID, usedBytes, reservedBytes, utilizationPercent);
+    layout!(WorkerShare: workerId, deviceUUID, requestPercent, limitPercent, priority, grantedBasisPoints, usedNs);
     layout!(DeviceMetrics: deviceUUID, powerUsageWatts, temperatureCelsius, pcieRxBytes, pcieTxBytes, smActivePercent, tensorCoreUsagePercent, memoryUsedBytes, memoryTotalBytes);
     layout!(ExtendedDeviceMetrics: deviceUUID, nvlinkBandwidthMBps, nvlinkCount, ibNicBandwidthMBps, ibNicCount, pcieBandwidthMBps, pcieLinkCount);
     layout!(AcceleratorPciDevice: address, vendorId, deviceId, classCode, vendorName, numaNode, iommuGroup, currentLinkSpeedGTs, currentLinkWidth, maxLinkSpeedGTs, maxLinkWidth, driver, sriovTotalVfs, sriovNumVfs, physfn, deviceIndex, deviceUUID, state, mismatch, note, fix);

@@ -357,8 +357,8 @@ func SetComputeUnitHardLimit(workerID, deviceUUID string, percent uint32) error 
 
 // SetComputeUnitRequest sets the share of a device (percent, 0–100; 0 =
 // best-effort) a worker is to be guaranteed whenever it wants it, never above
-// its hard limit there. It may be set again. Launches are not scheduled by
-// it yet (docs/compute.md, "Soft mode").
+// its hard limit there. It may be set again. The host's sampler schedules the
+// device's launches by it (docs/compute.md, "Soft mode").
 func SetComputeUnitRequest(workerID, deviceUUID string, percent uint32) error {
 	return withStrings("SetComputeUnitRequest", []string{workerID, deviceUUID}, func(s []*C.char) uint32 {
 		return C.SetComputeUnitRequest(s[0], s[1], C.uint32_t(percent))
@@ -366,8 +366,8 @@ func SetComputeUnitRequest(workerID, deviceUUID string, percent uint32) error {
 }
 
 // SetWorkerPriority sets a worker's priority (1–100, higher first; 50 when
-// never set). It may be set again. Launches are not scheduled by it yet
-// (docs/compute.md, "Soft mode").
+// never set). It may be set again. The host's sampler schedules launches by it
+// where the worker shares a device (docs/compute.md, "Soft mode").
 func SetWorkerPriority(workerID string, priority uint32) error {
 	return withStrings("SetWorkerPriority", []string{workerID}, func(s []*C.char) uint32 {
 		return C.SetWorkerPriority(s[0], C.uint32_t(priority))

@@ -463,6 +463,9 @@ func TestProbeJSONAgrees(t *testing.T) {
 			Compute []ComputeUtilization `json:"compute"`
 			Memory  []MemoryUtilization  `json:"memory"`
 		} `json:"processes"`
+		// GetWorkerShares, which the Go bindings do not carry: checked
+		// against docs/device.schema.json by probe/test_pci.sh.
+		Workers []json.RawMessage `json:"workers"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	dec.DisallowUnknownFields()

@@ -119,8 +119,8 @@ TEST_RUN_EXTRA += compute-test
 # training worker whose queue the host caps (depth_cap: the host's setter,
 # shm::set_depth_cap, as a tool).
 .PHONY: compute-cases-test priority-test
-compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases priority-test
-	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases $(BUILD)/probe priority-test
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) PROBE=$(BUILD)/probe \
 	  $(HOOK_BIN)/test_compute_cases $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
 	  $(HOOK_BIN)/app_launch
 TEST_RUN_EXTRA += compute-cases-test

@@ -136,6 +136,37 @@ typedef struct ProcessArray {
   char deviceUUID[64];
 } ProcessArray;
 
+/*
+ One worker's compute request, limit, priority and grant on one device
+ (soft mode, docs/compute.md), and the device time its live processes
+ took so far: two readings give its measured share.
+ */
+typedef struct WorkerShare {
+  char workerId[64];
+  char deviceUUID[64];
+  /*
+   Percent; 0: best-effort.
+   */
+  uint32_t requestPercent;
+  /*
+   The hard limit, percent; 0: none.
+   */
+  uint32_t limitPercent;
+  /*
+   1..=100, higher first.
+   */
+  uint32_t priority;
+  /*
+   The share the host's scheduler grants, basis points of the device;
+   0: none (the hard limit applies).
+   */
+  uint32_t grantedBasisPoints;
+  /*
+   ns of the device the worker's live processes took so far.
+   */
+  uint64_t usedNs;
+} WorkerShare;
+
 typedef struct ComputeUtilization {
   char processId[32];
   char deviceUUID[64];
@@ -335,8 +366,8 @@ enum Result SetComputeUnitHardLimit(const char *workerId,
  wants it (percent, 0..=100; 0 = best-effort), never above its hard limit
  there. It may be set again. INVALID_PARAM, with nothing changed, for a
  request out of range or above the hard limit, or an unknown device.
- Kept in the host's limits file; launches are not scheduled by it yet
- (docs/compute.md, "Soft mode").
+ Kept in the host's limits file; the host's sampler schedules the
+ device's launches by it (docs/compute.md, "Soft mode").
 
  # Safety
  Both strings are NULL or NUL-terminated.
@@ -348,8 +379,9 @@ enum Result SetComputeUnitRequest(const char *workerId,
 /*
  The worker's priority, 1..=100, higher first; a worker never given one
  is 50. It may be set again. INVALID_PARAM, with nothing changed, out of
- range. Kept in the host's limits file; launches are not scheduled by it
- yet (docs/compute.md, "Soft mode").
+ range. Kept in the host's limits file; the host's sampler schedules
+ launches by it where the worker shares a device (docs/compute.md,
+ "Soft mode").
 
  # Safety
  `workerId` is NULL or NUL-terminated.
@@ -367,6 +399,19 @@ enum Result Snapshot(struct ProcessArray *processes);
  As `Snapshot`.
  */
 enum Result Resume(struct ProcessArray *processes);
+
+/*
+ Every worker with a compute request, hard limit or granted share on a
+ device of the node, up to `maxCount`: its request, limit, priority, the
+ share the host's scheduler grants it, and the device time its live
+ processes took so far (two readings give its measured share;
+ docs/compute.md, "Soft mode"). `shareCount` gets the entries written;
+ with `maxCount` 0 (and `shares` NULL), how many there are.
+
+ # Safety
+ `shares` is NULL or writable for `maxCount`; `shareCount` NULL or writable.
+ */
+enum Result GetWorkerShares(struct WorkerShare *shares, size_t maxCount, size_t *shareCount);
 
 /*
  Every tracked process on every device, up to `maxCount`.

@@ -39,6 +39,7 @@
     X(freeExtendedDeviceTopology) X(GetDeviceMetrics)                          \
     X(getExtendedDeviceMetrics) X(freeExtendedDeviceMetrics)                   \
     X(GetProcessComputeUtilization) X(GetProcessMemoryUtilization)             \
+    X(GetWorkerShares)                                                         \
     X(acceleratorGetLastError) X(acceleratorAbiVersion)                        \
     X(acceleratorVendorName) X(acceleratorVendorStatus)                        \
     X(acceleratorGetPciDevices)
@@ -725,6 +726,72 @@ static void print_processes(void) {
     free(mu);
 }
 
+/* Monotonic ns (the interval of a measured share). */
+static double mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Soft mode: each worker's request, limit, priority, granted share, and
+ * its share measured here: the device time its processes took over 0.2 s
+ * (two readings of GetWorkerShares). */
+static void print_workers(void) {
+    WorkerShare *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    GROW_FETCH(WorkerShare, GetWorkerShares, a, na);
+    double t0 = mono_ns(), span = 0;
+    if (na > 0) {
+        struct timespec pause = {0, 200000000};
+        nanosleep(&pause, NULL);
+        GROW_FETCH(WorkerShare, GetWorkerShares, b, nb);
+        span = mono_ns() - t0;
+    }
+    if (json)
+        printf(",\"workers\":[");
+    else {
+        heading("Worker shares (soft mode)");
+        if (na == 0)
+            printf("(no worker with a compute request, limit or grant)\n");
+        else
+            printf("%-24s %-20s %8s %6s %9s %8s %8s\n", "WORKER", "DEVICE", "REQUEST", "LIMIT",
+                   "PRIORITY", "GRANTED", "SHARE");
+    }
+    for (size_t i = 0; i < nb; i++) {
+        double share = 0;
+        for (size_t k = 0; k < na; k++)
+            if (strncmp(a[k].workerId, b[i].workerId, sizeof a[k].workerId) == 0 &&
+                strncmp(a[k].deviceUUID, b[i].deviceUUID, sizeof a[k].deviceUUID) == 0 &&
+                b[i].usedNs >= a[k].usedNs)
+                share = 100.0 * (double)(b[i].usedNs - a[k].usedNs) / span;
+        if (json) {
+            printf("%s{", i ? "," : "");
+            JFIELD("workerId", b[i].workerId); putchar(',');
+            JFIELD("deviceUUID", b[i].deviceUUID);
+            printf(",\"requestPercent\":%" PRIu32 ",\"limitPercent\":%" PRIu32
+                   ",\"priority\":%" PRIu32 ",\"grantedBasisPoints\":%" PRIu32
+                   ",\"usedNs\":%" PRIu64 ",\"sharePercent\":",
+                   b[i].requestPercent, b[i].limitPercent, b[i].priority,
+                   b[i].grantedBasisPoints, b[i].usedNs);
+            jdouble(share);
+            putchar('}');
+        } else {
+            char lim[16] = "-", granted[16] = "-";
+            if (b[i].limitPercent)
+                snprintf(lim, sizeof lim, "%" PRIu32 "%%", b[i].limitPercent);
+            if (b[i].grantedBasisPoints)
+                snprintf(granted, sizeof granted, "%.2f%%", b[i].grantedBasisPoints / 100.0);
+            printf("%-24s %-20s %7" PRIu32 "%% %6s %9" PRIu32 " %8s %7.1f%%\n",
+                   FIX(b[i].workerId), FIX(b[i].deviceUUID), b[i].requestPercent, lim,
+                   b[i].priority, granted, share);
+        }
+    }
+    if (json)
+        putchar(']');
+    free(a);
+    free(b);
+}
+
 static void print_header(void) {
     const char *vendor = vendor_name = lib.acceleratorVendorName();
     if (!vendor || !*vendor) {
@@ -865,6 +932,7 @@ int main(int argc, char **argv) {
     print_topology(&d);
     print_metrics(&d);
     print_processes();
+    print_workers();
     if (json)
         printf("}\n");
     free_devices(&d);

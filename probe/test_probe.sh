@@ -27,7 +27,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["schema"] == "accelerator-probe/1"
 assert d["vendor"] == "stub" and d["abiVersion"] == 1
-for k in ("library", "devices", "topology", "metrics", "extendedMetrics", "processes"):
+for k in ("library", "devices", "topology", "metrics", "extendedMetrics", "processes", "workers"):
     assert k in d, k
 assert [x["uuid"] for x in d["devices"]] == ["stub-device-%d" % i for i in range(4)]
 for dev in d["devices"]:
@@ -59,6 +59,30 @@ for n, line in enumerate(open(sys.argv[1])):
 PY
 fi
 [ "$("$probe" --watch 0.1 --count 2 "$lib" | grep -c '^-- sample')" -eq 2 ] || fail "text --watch"
+
+# Soft mode: a worker's request, limit and priority (set through the
+# library, as a host would), in the table and in --json.
+if command -v python3 >/dev/null; then
+  python3 - "$lib" <<'PY' || fail "could not set a request, limit and priority"
+import ctypes, sys
+l = ctypes.CDLL(sys.argv[1])
+assert l.SetComputeUnitHardLimit(b"probe-w", b"stub-device-1", 60) == 0
+assert l.SetComputeUnitRequest(b"probe-w", b"stub-device-1", 30) == 0
+assert l.SetWorkerPriority(b"probe-w", 70) == 0
+PY
+  out=$("$probe" "$lib")
+  grep -q "== Worker shares (soft mode) ==" <<<"$out" || fail "text output lacks the worker shares"
+  grep -Eq "^probe-w +stub-device-1 +30% +60% +70 +- +0\.0%$" <<<"$out" ||
+    fail "worker shares row: $(grep probe-w <<<"$out")"
+  "$probe" --json "$lib" > "$state/workers.json"
+  python3 - "$state/workers.json" <<'PY' || fail "--json workers"
+import json, sys
+w = json.load(open(sys.argv[1]))["workers"]
+assert w == [{"workerId": "probe-w", "deviceUUID": "stub-device-1", "requestPercent": 30,
+              "limitPercent": 60, "priority": 70, "grantedBasisPoints": 0, "usedNs": 0,
+              "sharePercent": 0.0}], w
+PY
+fi
 
 # Errors: the Result name and the library's reason, non-zero exit.
 if err=$(ACCELERATOR_VENDOR=no-such-vendor "$probe" "$lib" 2>&1 >/dev/null); then

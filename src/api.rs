@@ -94,7 +94,15 @@ pub fn set_compute_limit(worker: &str, uuid: &str, percent: u32) -> Res<()> {
 /// limit there; it may be set again.
 pub fn set_compute_request(worker: &str, uuid: &str, percent: u32) -> Res<()> {
     known_device(uuid)?;
-    shm::set_compute_request(worker, uuid, percent)
+    shm::set_compute_request(worker, uuid, percent)?;
+    // The host's sampler schedules by it (as a hard limit, above).
+    crate::sampler::start_for_limit();
+    Ok(())
+}
+
+/// Every worker's soft-mode words and device time (`GetWorkerShares`).
+pub fn worker_shares() -> Res<Vec<shm::WorkerShare>> {
+    shm::worker_shares()
 }
 
 /// A request must name a device of the vendor: an unknown one is a bad
@@ -114,7 +122,9 @@ pub fn unknown_is_invalid(e: Error) -> Error {
 
 /// A worker's priority, 1..=100 (higher first; 50 when never set).
 pub fn set_worker_priority(worker: &str, priority: u32) -> Res<()> {
-    shm::set_worker_priority(worker, priority)
+    shm::set_worker_priority(worker, priority)?;
+    crate::sampler::start_for_limit();
+    Ok(())
 }
 
 /// A compute limit must name a device and be a percentage of 1..=100.
@@ -169,12 +179,16 @@ pub fn set_mem_limit_for_caller(uuid: &str, bytes: u64) -> Res<()> {
 /// v2 `AccelSetComputeUnitRequest`: as [`set_mem_limit_for_caller`].
 pub fn set_compute_request_for_caller(uuid: &str, percent: u32) -> Res<()> {
     known_device(uuid)?;
-    shm::set_compute_request_for_caller(uuid, percent)
+    shm::set_compute_request_for_caller(uuid, percent)?;
+    crate::sampler::start_for_limit();
+    Ok(())
 }
 
 /// v2 `AccelSetWorkerPriority`: as [`set_mem_limit_for_caller`].
 pub fn set_worker_priority_for_caller(priority: u32) -> Res<()> {
-    shm::set_worker_priority_for_caller(priority)
+    shm::set_worker_priority_for_caller(priority)?;
+    crate::sampler::start_for_limit();
+    Ok(())
 }
 
 /// v2 `AccelSetComputeUnitHardLimit`: as [`set_mem_limit_for_caller`].

@@ -37,6 +37,7 @@ mod hypervisor;
 mod log;
 mod pci;
 mod sampler;
+mod schedule;
 mod select;
 mod usage;
 pub mod vendor;

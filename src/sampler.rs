@@ -232,7 +232,17 @@ fn run(stop: &AtomicBool) {
 
 /// A process on a device in the books: (pid namespace, pid there, start
 /// time, device).
-type ProcKey = (u64, i32, u64, String);
+pub(crate) type ProcKey = (u64, i32, u64, String);
+
+/// The key of a process of the books on its device.
+pub(crate) fn proc_key(p: &shm::ProcessUsage) -> ProcKey {
+    (
+        p.pid_namespace,
+        p.namespace_pid,
+        p.start_time,
+        p.device_uuid.clone(),
+    )
+}
 
 /// Sample timestamps closer than this (µs) are one sample of the driver
 /// (real drivers sample every 1/6 s to 1 s).
@@ -258,6 +268,8 @@ struct Sampler {
     shares: HashMap<ProcKey, shm::ChargeEstimate>,
     /// (worker, device) pairs with a live process in the last books read.
     seen: HashSet<(String, String)>,
+    /// Soft mode's scheduler (`schedule.rs`).
+    scheduler: crate::schedule::Scheduler,
     /// Vendor errors: when last reported, how many since.
     error_told: Option<Instant>,
     errors: u64,
@@ -303,6 +315,7 @@ impl Sampler {
         self.estimates.clear();
         self.shares.clear();
         self.seen.clear();
+        self.scheduler = Default::default();
     }
 
     fn sample(&mut self) {
@@ -310,9 +323,36 @@ impl Sampler {
             return;
         };
         let limits = shm::limits().unwrap_or_default();
+        // Soft mode: on a device with a request or priority, every worker
+        // with a process there is scheduled, and measured.
+        let mut procs = None;
+        let scheduled: HashSet<String> = crate::schedule::scheduled(&limits)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         let mut limited: HashMap<String, Vec<String>> = HashMap::new();
+        // The (worker, device) pairs of scheduled devices listed so far
+        // (elsewhere the entries are one per pair: no look-up).
+        let mut listed: HashSet<(String, String)> = HashSet::new();
+        if !scheduled.is_empty() {
+            let p = shm::processes().unwrap_or_default();
+            self.scheduler.tick(&limits, &p);
+            for p in &p {
+                if !p.worker.is_empty()
+                    && scheduled.contains(&p.device_uuid)
+                    && listed.insert((p.worker.clone(), p.device_uuid.clone()))
+                {
+                    let ws = limited.entry(p.device_uuid.clone()).or_default();
+                    ws.push(p.worker.clone());
+                }
+            }
+            procs = Some(p);
+        }
         for e in limits {
-            if e.compute_percent.is_some() {
+            let soft = scheduled.contains(&e.device_uuid);
+            if (e.compute_percent.is_some() || soft)
+                && !(soft && listed.contains(&(e.worker.clone(), e.device_uuid.clone())))
+            {
                 limited.entry(e.device_uuid).or_default().push(e.worker);
             }
         }
@@ -344,7 +384,8 @@ impl Sampler {
             let _ = shm::mark_measured(&self.seen);
             return;
         }
-        let seen = self.books(&limited, &readings);
+        let procs = procs.unwrap_or_else(|| shm::processes().unwrap_or_default());
+        let seen = self.books(&limited, &readings, procs);
         self.seen = seen.keys().cloned().collect();
         self.estimates
             .retain(|(w, u), _| limited.get(u).is_some_and(|ws| ws.contains(w)));
@@ -479,22 +520,18 @@ impl Sampler {
         &mut self,
         limited: &HashMap<String, Vec<String>>,
         readings: &HashMap<String, Reading>,
+        procs: Vec<shm::ProcessUsage>,
     ) -> HashMap<(String, String), Seen> {
         let mut seen: HashMap<(String, String), Seen> = HashMap::new();
         let mut tokens = HashMap::new();
-        for p in shm::processes().unwrap_or_default() {
+        for p in procs {
             let Some(reading) = readings.get(&p.device_uuid) else {
                 continue;
             };
             if !limited[&p.device_uuid].contains(&p.worker) {
                 continue;
             }
-            let key = (
-                p.pid_namespace,
-                p.namespace_pid,
-                p.start_time,
-                p.device_uuid.clone(),
-            );
+            let key = proc_key(&p);
             let before = self.tokens.get(&key).copied();
             let restart = match reading {
                 Reading::Samples { .. } => true,

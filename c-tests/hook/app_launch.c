@@ -25,6 +25,11 @@
  *   capture N        captures N cuLaunchKernel and one cuEventRecord of its
  *                    own into a graph on a stream of its own, launches the
  *                    graph on it and synchronizes; prints "captured"
+ *   bursts SECONDS PERIOD_MS N
+ *                    every PERIOD_MS, N launches then cuCtxSynchronize (a
+ *                    service answering at a fixed rate), for SECONDS;
+ *                    prints the bursts done and the late ones (a burst
+ *                    that started after its period's start)
  *   paths N          N launches through each of the 8 launch entry points,
  *                    each reached by cuGetProcAddress_v2 and by dlsym;
  *                    checks the driver saw every one; prints the seconds taken
@@ -247,6 +252,33 @@ int main(int argc, char **argv) {
     CHECK(end(s, &g) == 0 && instantiate(&exec, g, 0) == 0, "graph");
     CHECK(run(exec, s) == 0 && sync(s) == 0, "graph launch");
     printf("captured\n");
+    return test_summary();
+  }
+  if (strcmp(argv[1], "bursts") == 0 && argc == 5) {
+    void *k = proc("cuLaunchKernel", 1);
+    CUresult (*sync)(void) = (CUresult(*)(void))proc("cuCtxSynchronize", 0);
+    double secs = atof(argv[2]), period = atof(argv[3]) / 1e3;
+    int n = atoi(argv[4]);
+    signal(SIGALRM, stuck);
+    alarm((unsigned)secs + 30);
+    double start = now_s(), next = start;
+    unsigned long long done = 0, late = 0;
+    while (next < start + secs) {
+      double t = now_s();
+      if (t < next) {
+        double w = next - t;
+        struct timespec ts = {(time_t)w, (long)((w - (double)(time_t)w) * 1e9)};
+        nanosleep(&ts, NULL);
+      } else if (t > next + period / 10) {
+        late++;
+      }
+      for (int i = 0; i < n; i++)
+        CHECK(launch("cuLaunchKernel", k) == 0, "launch");
+      CHECK(sync() == 0, "cuCtxSynchronize");
+      done++;
+      next += period;
+    }
+    printf("%llu %llu\n", done, late);
     return test_summary();
   }
   if (strcmp(argv[1], "blocked") == 0) {

@@ -311,8 +311,8 @@ enum AccelResult AccelSetComputeUnitHardLimit(const char *deviceUUID, uint32_t c
  (`ACCELERATOR_WORKER_ID`): the share of the device it is to be
  guaranteed whenever it wants it (0..=100; 0 = best-effort), never above
  its hard limit there; it may be set again. An unknown device is
- INVALID_PARAM. Launches are not scheduled by it yet (docs/compute.md,
- "Soft mode").
+ INVALID_PARAM. The host's sampler schedules the device's launches by it
+ (docs/compute.md, "Soft mode").
 
  # Safety
  `deviceUUID` is NULL or NUL-terminated.
@@ -322,7 +322,8 @@ enum AccelResult AccelSetComputeUnitRequest(const char *deviceUUID, uint32_t req
 /*
  The priority of the calling process's worker (`ACCELERATOR_WORKER_ID`):
  1..=100, higher first; 50 when never set. It may be set again.
- Launches are not scheduled by it yet (docs/compute.md, "Soft mode").
+ The host's sampler schedules launches by it where the worker shares a
+ device (docs/compute.md, "Soft mode").
  */
 enum AccelResult AccelSetWorkerPriority(uint32_t priority);
 

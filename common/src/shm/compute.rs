@@ -1,14 +1,16 @@
 //! Compute: a token bucket per worker and device (GCRA form)
 //!
 //! One token is one nanosecond of the whole device's compute, so a device
-//! has a capacity of 10^9 tokens/s. A worker with a compute limit of p %
-//! is refilled at `p × 10^7` tokens/s and its bucket holds 100 ms of that
-//! rate: burst `B = p × 10^6` tokens. The bucket is one word, the
-//! theoretical arrival time TAT (in 1/16 ns since boot): a request of k
-//! tokens at time t costs `k × 1600 / p` sixteenths of a ns, and is granted
-//! iff `max(TAT, t) + min(cost, W) ≤ t + W` (W = 100 ms), by one CAS of TAT
-//! to `max(TAT, t) + cost`. The available tokens are
-//! `(t + W − max(TAT, t)) × p / 1600`. A request larger than B is granted on
+//! has a capacity of 10^9 tokens/s. A worker refilled at a rate of r basis
+//! points of the device (`limits::Row::rate`: the share the host's
+//! scheduler granted it, else its compute limit, p % = 100·p bp) gets
+//! `r × 10^5` tokens/s and its bucket holds 100 ms of that rate: burst
+//! `B = r × 10^4` tokens. The bucket is one word, the theoretical arrival
+//! time TAT (in 1/16 ns since boot): a request of k tokens at time t costs
+//! `k × 160,000 / r` sixteenths of a ns, and is granted iff
+//! `max(TAT, t) + min(cost, W) ≤ t + W` (W = 100 ms), by one CAS of TAT to
+//! `max(TAT, t) + cost`. The available tokens are
+//! `(t + W − max(TAT, t)) × r / 160,000`. A request larger than B is granted on
 //! a full bucket and leaves it in debt (TAT past `t + W`) until the refill
 //! has paid it back: one launch of a kernel longer than the burst costs
 //! its whole length, and the next waits for it (docs/compute.md, "Charges").
@@ -184,12 +186,15 @@ pub fn check_compute_on(pid: i32, d: usize, tokens: u64) -> Res<ComputeOutcome> 
 /// The token-bucket window in the TAT's unit (1/16 ns).
 pub(super) const WINDOW: u64 = BURST_NS * 16;
 
-/// The cost of `tokens` at `percent` (1..=100) in 1/16 ns: `tokens × 1600 /
-/// percent`, rounded up; `None` when it does not fit in a u64 (such a
-/// request is larger than any burst).
+/// 1/16 ns per token at a rate of one basis point of the device.
+const COST_PER_BP: u64 = 16 * limits::RATE_MAX;
+
+/// The cost of `tokens` at `rate` (basis points, 1..=10,000: `Row::rate`)
+/// in 1/16 ns: `tokens × 160,000 / rate`, rounded up; `None` when it does
+/// not fit in a u64 (such a request is larger than any burst).
 #[inline(always)]
-pub(super) fn token_cost(tokens: u64, percent: u64) -> Option<u64> {
-    Some(tokens.checked_mul(1600)?.div_ceil(percent))
+pub(super) fn token_cost(tokens: u64, rate: u64) -> Option<u64> {
+    Some(tokens.checked_mul(COST_PER_BP)?.div_ceil(rate))
 }
 
 /// Where a request of `cost` finds its place in a bucket with theoretical
@@ -205,12 +210,13 @@ pub(super) fn place(tat: u64, now: u64, cost: u64) -> Option<(u64, u64)> {
     ))
 }
 
-/// Tokens left in a bucket with theoretical arrival time `tat` at `now`.
+/// Tokens left in a bucket with theoretical arrival time `tat` at `now`
+/// and refill `rate` (basis points).
 #[inline(always)]
-pub(super) fn tokens_left(tat: u64, now: u64, percent: u64) -> u64 {
-    // percent ≤ 100 and the window is 1.6e9, so the product fits in a u64
+pub(super) fn tokens_left(tat: u64, now: u64, rate: u64) -> u64 {
+    // rate ≤ 10,000 and the window is 1.6e9, so the product fits in a u64
     // (no 128-bit division on the hot path).
-    WINDOW.saturating_sub(tat.saturating_sub(now)) * percent / 1600
+    WINDOW.saturating_sub(tat.saturating_sub(now)) * rate / COST_PER_BP
 }
 
 /// The common case of a compute check, in one pass: the caller's own
@@ -229,10 +235,10 @@ pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
     if p.devmask.load(Relaxed) & 1 << d == 0 || row.cu_blocked() {
         return None;
     }
-    let percent = row.cu_limit.load(Acquire).min(100);
+    let rate = row.rate();
     let tokens = ask.tokens(row);
     let _owner = local::enter(i, d);
-    if percent == 0 {
+    if rate == 0 {
         count_tokens(p, d, tokens);
         return Some(Checked::go(u64::MAX));
     }
@@ -240,7 +246,7 @@ pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
     if reserve && pay(p, d, tokens) {
         return Some(Checked::go(0));
     }
-    let cost = token_cost(tokens, percent)?;
+    let cost = token_cost(tokens, rate)?;
     let (now, fresh) = clock::now();
     let tat = LAST_TAT[d].load(Relaxed);
     // A grant on a cached reading only for a bucket in debt (clock.rs).
@@ -257,7 +263,7 @@ pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
         .ok()?;
     LAST_TAT[d].store(next, Relaxed);
     count_tokens(p, d, tokens);
-    let mut c = Checked::go(tokens_left(next, now, percent));
+    let mut c = Checked::go(tokens_left(next, now, rate));
     c.again = reserve && !credit(p, d, tokens);
     Some(c)
 }
@@ -283,24 +289,23 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
     let p = &l.procs[i];
     let wd = &l.wd[d];
     let row = limits::row_of(l, d)?;
-    // ≤ 100 (set_compute_limit); `min` keeps it so whatever the word holds.
-    let percent = row.cu_limit.load(Acquire).min(100);
+    let rate = row.rate();
     mark_device(p, d);
     if row.cu_blocked() {
-        return Ok(if percent == 0 {
+        return Ok(if rate == 0 {
             Checked::refused(u64::MAX)
         } else {
             Checked::refused(tokens_left(
                 wd.bucket.tat.load(Acquire),
                 clock::fresh(),
-                percent,
+                rate,
             ))
         });
     }
     // As in `memory_in`: no process-local lock on another worker's books.
     let _owner = map::is_published(l).then(|| local::enter(i, d));
     let tokens = ask.tokens(row);
-    if percent == 0 {
+    if rate == 0 {
         count_tokens(p, d, tokens);
         return Ok(Checked::go(u64::MAX));
     }
@@ -311,9 +316,9 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
     }
     // A cost no u64 TAT can hold is refused (a launch charge, at most
     // `CHARGE_MAX`, always fits).
-    let Some(cost) = token_cost(tokens, percent) else {
+    let Some(cost) = token_cost(tokens, rate) else {
         let tat = wd.bucket.tat.load(Acquire);
-        return Ok(Checked::refused(tokens_left(tat, clock::fresh(), percent)));
+        return Ok(Checked::refused(tokens_left(tat, clock::fresh(), rate)));
     };
     let (mut now, mut fresh) = clock::now();
     // Start from the TAT this process last wrote on the device: right when
@@ -328,7 +333,7 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
         // debt against it; a refill, a refusal or a wait takes a fresh one,
         // and is never decided on a guessed TAT.
         let Some((next, start)) = place(tat, now, cost) else {
-            return Ok(Checked::refused(tokens_left(tat, now, percent)));
+            return Ok(Checked::refused(tokens_left(tat, now, rate)));
         };
         let short = start > now;
         if (short || (!fresh && tat < now)) && !(known && fresh) {
@@ -340,13 +345,13 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
             continue;
         }
         if short && matches!(ask, Ask::Check(_)) {
-            return Ok(Checked::refused(tokens_left(tat, now, percent)));
+            return Ok(Checked::refused(tokens_left(tat, now, rate)));
         }
         match wd.bucket.tat.compare_exchange(tat, next, AcqRel, Acquire) {
             Ok(_) => {
                 LAST_TAT[d].store(next, Relaxed);
                 count_tokens(p, d, tokens);
-                let mut c = Checked::go(tokens_left(next, now, percent));
+                let mut c = Checked::go(tokens_left(next, now, rate));
                 c.wait = start.saturating_sub(now);
                 c.again = reserve && !credit(p, d, tokens);
                 return Ok(c);

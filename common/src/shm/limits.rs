@@ -111,15 +111,19 @@ pub(super) struct Row {
     /// (`SetComputeUnitRequest`); 0 = best-effort. Zero padding in files
     /// written before it.
     pub(super) request: AtomicU64,
-    /// Low 32 bits: the share the host's scheduler grants the worker here
-    /// (basis points); high 32 bits: its queue depth cap, the most of its
-    /// launches a process may have queued or running on the device at
-    /// once (0: no cap; the hook's `depth.rs`). Zero padding in files
-    /// written before it.
+    /// What the host sampler's scheduler grants the worker here
+    /// (`schedule.rs`): low 32 bits the share in basis points
+    /// (1..=10,000; 0 = no grant: the hard limit applies), high 32 bits the
+    /// cap on its queue on the device while a worker of higher priority
+    /// has a live process there (0 = none). Zero padding in files written
+    /// before it.
     pub(super) granted: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Row>() == 64);
+
+/// The whole device, in the basis points of [`Row::rate`].
+pub(super) const RATE_MAX: u64 = 10_000;
 
 pub(super) const FROZEN_BIT: u64 = 1;
 pub(super) const MEM_BIT: u64 = 2;
@@ -136,6 +140,19 @@ impl Row {
             charge: AtomicU64::new(0),
             request: AtomicU64::new(0),
             granted: AtomicU64::new(0),
+        }
+    }
+
+    /// The worker's refill rate here, in basis points of the device: the
+    /// share the scheduler granted, else the hard limit; 0 = unlimited.
+    /// The hot path's one extra load, on the line it reads anyway.
+    #[inline(always)]
+    pub(super) fn rate(&self) -> u64 {
+        let granted = self.granted.load(Relaxed) as u32;
+        if granted != 0 {
+            u64::from(granted).min(RATE_MAX)
+        } else {
+            self.cu_limit.load(Acquire).min(100) * 100
         }
     }
 
@@ -486,6 +503,11 @@ pub fn depth_cap(d: usize) -> u32 {
     ROW.get(d)
         .and_then(map::published_as)
         .map_or(0, |r| (r.granted.load(Relaxed) >> 32) as u32)
+}
+
+/// Name `worker` on `uuid` (its row made if new, no limit set).
+pub(super) fn name_row(worker: &str, uuid: &str) -> Res<()> {
+    write(Some(worker), |lim| host_row(lim, worker, uuid).map(|_| ()))
 }
 
 /// Set `worker`'s priority (1..=100; changeable).

@@ -97,13 +97,13 @@ pub use process::add_process;
 pub use reports::{
     limits, own_processes_on, processes, set_compute_limit, set_compute_limit_for_caller,
     set_compute_request, set_compute_request_for_caller, set_depth_cap, set_memory_limit,
-    set_memory_limit_for_caller, set_worker_priority, set_worker_priority_for_caller, LimitEntry,
-    ProcessUsage,
+    set_memory_limit_for_caller, set_worker_priority, set_worker_priority_for_caller,
+    worker_shares, LimitEntry, ProcessUsage, WorkerShare,
 };
 pub use steer::{
-    charge_of, drop_sampler_lease, mark_measured, set_charge, set_shares, shared_charge, steer_of,
-    take_sampler_lease, ChargeEstimate, ProcessKey, Steer, CHARGE_MAX, CHARGE_MIN, LAUNCH_ESTIMATE,
-    SHARE_ONE,
+    charge_of, drop_sampler_lease, enlist, grant_word, mark_measured, priority_of, set_charge,
+    set_granted, set_shares, shared_charge, steer_of, take_sampler_lease, ChargeEstimate,
+    ProcessKey, Steer, CHARGE_MAX, CHARGE_MIN, LAUNCH_ESTIMATE, SHARE_ONE,
 };
 pub use workers::{books_path, worker_dir};
 

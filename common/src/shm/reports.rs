@@ -150,6 +150,61 @@ pub fn limits() -> Res<Vec<LimitEntry>> {
     Ok(out)
 }
 
+/// One worker's soft-mode words on one device (issue 34), as the host
+/// sees them: what it asked for, what the sampler's scheduler grants it,
+/// and the device time its live processes have taken, from which a reader
+/// measures its share over an interval of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerShare {
+    pub worker: String,
+    pub device_uuid: String,
+    /// Percent; 0: best-effort.
+    pub request: u32,
+    /// The hard limit, percent; 0: none.
+    pub limit: u32,
+    pub priority: u32,
+    /// Basis points of the device; 0: no grant (the hard limit applies).
+    pub granted_bp: u32,
+    /// ns of the device its live processes' launches took so far.
+    pub used_ns: u64,
+}
+
+/// Every worker with a compute request, limit or grant on a device.
+pub fn worker_shares() -> Res<Vec<WorkerShare>> {
+    let mut out = Vec::new();
+    limits::each_row(|worker, device_uuid, row| {
+        let request = row.request.load(Acquire).min(100) as u32;
+        let limit = row.cu_limit.load(Acquire).min(100) as u32;
+        let granted_bp = (row.granted.load(Acquire) as u32).min(limits::RATE_MAX as u32);
+        if request != 0 || limit != 0 || granted_bp != 0 {
+            out.push(WorkerShare {
+                worker,
+                device_uuid,
+                request,
+                limit,
+                priority: limits::DEFAULT_PRIORITY,
+                granted_bp,
+                used_ns: 0,
+            });
+        }
+    })?;
+    if out.is_empty() {
+        return Ok(out);
+    }
+    let mut used: std::collections::HashMap<(String, String), u64> = Default::default();
+    for p in processes()? {
+        *used.entry((p.worker, p.device_uuid)).or_default() += p.compute_tokens;
+    }
+    for e in &mut out {
+        e.priority = limits::priority_of(&e.worker)?;
+        e.used_ns = used
+            .get(&(e.worker.clone(), e.device_uuid.clone()))
+            .copied()
+            .unwrap_or(0);
+    }
+    Ok(out)
+}
+
 /// What the limiter recorded for one live process on one device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessUsage {

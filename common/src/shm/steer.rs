@@ -30,13 +30,13 @@ pub const LAUNCH_ESTIMATE: u64 = 50_000;
 /// The charge stays within 1 µs (about a real launch's own overhead) …
 pub const CHARGE_MIN: u64 = 1_000;
 /// … and one day of the device per launch: at 1 % that is a wait of 100
-/// days, and the token cost (`charge × 1600 / percent`) fits a u64.
+/// days, and the token cost (`charge × 160,000 / rate`, `compute.rs`) fits a u64.
 pub const CHARGE_MAX: u64 = 86_400 * 1_000_000_000;
 
 /// A worker's compute limit on a device as its launches need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Steer {
-    /// 1..=100; 0 = unlimited.
+    /// 1..=100 (the granted share or the limit, rounded up); 0 = unlimited.
     pub percent: u64,
     /// Tokens one launch costs.
     pub charge: u64,
@@ -83,7 +83,7 @@ pub fn steer_of(pid: i32, d: usize) -> Option<Steer> {
     proc_slot(l, pid).ok()?;
     let row = limits::row_of(l, checked_device(d).ok()?).ok()?;
     Some(Steer {
-        percent: row.cu_limit.load(Acquire).min(100),
+        percent: row.rate().div_ceil(100),
         charge: charge_word(row.charge.load(Acquire)),
         measured_ms: row.measured_ms.load(Acquire),
         now_ms: freeze::now_ms(),
@@ -106,6 +106,41 @@ pub fn set_charge(worker: &str, uuid: &str, charge: u64) -> Res<()> {
         .store(charge.clamp(CHARGE_MIN, CHARGE_MAX), Release);
     row.measured_ms.store(freeze::now_ms().max(1), Release);
     Ok(())
+}
+
+/// The scheduler's grant word of a row (`limits::Row::granted`): the share
+/// in basis points (1..=10,000; 0: no grant, the hard limit applies) in
+/// the low half, the cap on the worker's queue on the device (launches; 0:
+/// none) in the high half.
+pub fn grant_word(share_bp: u32, depth: u32) -> u64 {
+    u64::from(depth) << 32 | u64::from(share_bp.min(limits::RATE_MAX as u32))
+}
+
+/// The sampler's scheduler (`src/schedule.rs`): store what it grants
+/// `worker` on `uuid` ([`grant_word`]; host side, the limits file mapped
+/// read-write). The word is stored only when it changes: every launch of
+/// the worker's processes reads its line.
+pub fn set_granted(worker: &str, uuid: &str, word: u64) -> Res<()> {
+    let row = limits::host_row_of(worker, uuid)?
+        .ok_or_else(|| Error::NotFound(format!("worker {worker:?} on {uuid:?}")))?;
+    if row.granted.load(Relaxed) != word {
+        row.granted.store(word, Relaxed);
+    }
+    Ok(())
+}
+
+/// A worker the scheduler found on a device without a row there (a
+/// best-effort worker the host never named on it): name it, so that its
+/// hook reads the share granted to it.
+pub fn enlist(worker: &str, uuid: &str) -> Res<()> {
+    key_words(worker)?;
+    key_words(uuid)?;
+    limits::name_row(worker, uuid)
+}
+
+/// `worker`'s priority (1..=100; [`limits::DEFAULT_PRIORITY`] when never set).
+pub fn priority_of(worker: &str) -> Res<u32> {
+    limits::priority_of(worker)
 }
 
 /// A process of a worker's books, as [`super::ProcessUsage`] names it:
@@ -250,7 +285,7 @@ mod tests {
         assert_eq!(charge_word(1), CHARGE_MIN);
         assert_eq!(charge_word(u64::MAX), CHARGE_MAX);
         // The largest charge's token cost at 1 % fits the bucket's u64.
-        assert!(CHARGE_MAX.checked_mul(1600).is_some());
+        assert!(CHARGE_MAX.checked_mul(160_000).is_some());
     }
 
     #[test]

@@ -195,8 +195,8 @@ pub unsafe extern "C" fn SetComputeUnitHardLimit(
 /// wants it (percent, 0..=100; 0 = best-effort), never above its hard limit
 /// there. It may be set again. INVALID_PARAM, with nothing changed, for a
 /// request out of range or above the hard limit, or an unknown device.
-/// Kept in the host's limits file; launches are not scheduled by it yet
-/// (docs/compute.md, "Soft mode").
+/// Kept in the host's limits file; the host's sampler schedules the
+/// device's launches by it (docs/compute.md, "Soft mode").
 ///
 /// # Safety
 /// Both strings are NULL or NUL-terminated.
@@ -215,8 +215,9 @@ pub unsafe extern "C" fn SetComputeUnitRequest(
 
 /// The worker's priority, 1..=100, higher first; a worker never given one
 /// is 50. It may be set again. INVALID_PARAM, with nothing changed, out of
-/// range. Kept in the host's limits file; launches are not scheduled by it
-/// yet (docs/compute.md, "Soft mode").
+/// range. Kept in the host's limits file; the host's sampler schedules
+/// launches by it where the worker shares a device (docs/compute.md,
+/// "Soft mode").
 ///
 /// # Safety
 /// `workerId` is NULL or NUL-terminated.
@@ -277,6 +278,33 @@ unsafe fn fill_usage<V, C>(
             *slot = conv(u);
         }
         *count = dst.len();
+        Ok(())
+    })
+}
+
+/// Every worker with a compute request, hard limit or granted share on a
+/// device of the node, up to `maxCount`: its request, limit, priority, the
+/// share the host's scheduler grants it, and the device time its live
+/// processes took so far (two readings give its measured share;
+/// docs/compute.md, "Soft mode"). `shareCount` gets the entries written;
+/// with `maxCount` 0 (and `shares` NULL), how many there are.
+///
+/// # Safety
+/// `shares` is NULL or writable for `maxCount`; `shareCount` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn GetWorkerShares(
+    shares: *mut WorkerShare,
+    maxCount: usize,
+    shareCount: *mut usize,
+) -> ResultCode {
+    call("GetWorkerShares", || {
+        let count = out(shareCount, "shareCount")?;
+        let all = api::worker_shares()?;
+        let dst = out_slice(shares, maxCount, all.len(), true, "shares")?;
+        for (slot, w) in dst.iter_mut().zip(&all) {
+            *slot = convert::share(w);
+        }
+        *count = if maxCount == 0 { all.len() } else { dst.len() };
         Ok(())
     })
 }

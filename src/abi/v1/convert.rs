@@ -115,3 +115,15 @@ pub fn metrics(m: &vendor::Metrics) -> DeviceMetrics {
         memoryTotalBytes: m.memory_total_bytes,
     }
 }
+
+pub fn share(w: &accel_common::shm::WorkerShare) -> WorkerShare {
+    WorkerShare {
+        workerId: fixed_from(&w.worker),
+        deviceUUID: fixed_from(&w.device_uuid),
+        requestPercent: w.request,
+        limitPercent: w.limit,
+        priority: w.priority,
+        grantedBasisPoints: w.granted_bp,
+        usedNs: w.used_ns,
+    }
+}

@@ -149,6 +149,27 @@ pub struct ComputeUtilization {
     pub tflopsUsed: f64,
 }
 
+/// One worker's compute request, limit, priority and grant on one device
+/// (soft mode, docs/compute.md), and the device time its live processes
+/// took so far: two readings give its measured share.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerShare {
+    pub workerId: [c_char; 64],
+    pub deviceUUID: [c_char; 64],
+    /// Percent; 0: best-effort.
+    pub requestPercent: u32,
+    /// The hard limit, percent; 0: none.
+    pub limitPercent: u32,
+    /// 1..=100, higher first.
+    pub priority: u32,
+    /// The share the host's scheduler grants, basis points of the device;
+    /// 0: none (the hard limit applies).
+    pub grantedBasisPoints: u32,
+    /// ns of the device the worker's live processes took so far.
+    pub usedNs: u64,
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct MemoryUtilization {
