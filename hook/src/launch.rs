@@ -24,9 +24,10 @@
 //!
 //! An unlimited worker pays one check of the limiter (no lock, no system call).
 
-use crate::devices;
+use crate::current;
 use crate::limits::{self, Gate};
-use crate::memory::Driver;
+use crate::localmem;
+use crate::memory::{CuResult, Driver, CUDA_SUCCESS};
 use crate::refresh;
 use accel_common::shm::MAX_DEVICES;
 use std::sync::atomic::{AtomicBool, Ordering::*};
@@ -37,20 +38,45 @@ pub const WAIT_MAX: Duration = Duration::from_millis(2);
 /// Per device slot: launches wait for a measurement (fail-closed, `refresh.rs`).
 static HOLD: [AtomicBool; MAX_DEVICES] = [const { AtomicBool::new(false) }; MAX_DEVICES];
 
-/// Before a launch on the calling thread's current device: return when the
-/// launch may go to the driver.
+/// Before a graph's launch on the calling thread's current device:
+/// return when the launch may go to the driver.
 #[inline]
 pub fn admit(drv: &impl Driver) {
     if !limits::active() || limits::broken() {
         return;
     }
-    let Some(ordinal) = drv.current_device() else {
-        return;
+    if let Some(here) = current::here(drv) {
+        take_place(here.device.slot);
+    }
+}
+
+/// Before a kernel's launch of `function`: charge the local memory it
+/// grows the context to (`localmem.rs`, `need` as there), then wait for
+/// its place. A refused charge is the launch's result, before the driver.
+#[inline]
+pub fn admit_kernel(
+    drv: &impl Driver,
+    function: u64,
+    need: impl FnOnce(i32) -> Option<u64>,
+) -> CuResult {
+    // A broken state under fail-closed still refuses the charge (as it
+    // refuses allocations) but takes no place: launches never fail closed.
+    if !limits::active() || limits::passes_through() {
+        return CUDA_SUCCESS;
+    }
+    let Some(here) = current::here(drv) else {
+        return CUDA_SUCCESS;
     };
-    let Ok(Some(dev)) = devices::resolve(ordinal, |o| drv.uuid(o)) else {
-        return;
-    };
-    let slot = dev.slot;
+    let grown = localmem::admit(here, function, need);
+    if grown == CUDA_SUCCESS && !limits::broken() {
+        take_place(here.device.slot);
+    }
+    grown
+}
+
+/// The launch's place in its worker's order on device slot `slot`.
+#[inline]
+fn take_place(slot: usize) {
     if HOLD[slot].load(Relaxed) {
         hold(slot);
     }

@@ -159,6 +159,7 @@ pub fn forget_after_fork() {
     POOLS.lock().clear();
     limits::forget_pid();
     devices::forget_slots();
+    crate::current::forget();
 }
 
 /// Outcome of the device/charge step of an allocation.
@@ -358,6 +359,9 @@ pub fn free_context(kind: Kind, key: u64, ctx: u64, call: impl FnOnce() -> CuRes
         taken.push(((kind, key), r));
     }
     let result = call();
+    // Again once it is gone: a thread that launched in it meanwhile keeps
+    // its device (`current.rs`) under the generation moved before.
+    crate::current::forget();
     if result == CUDA_SUCCESS {
         for (_, r) in taken {
             limits::give_back(r.slot, r.bytes);
@@ -377,7 +381,7 @@ fn take_context(ctx: u64) -> Taken {
         return taken;
     }
     // Its handle and its functions' may name new ones from now on.
-    crate::localmem::forget();
+    crate::current::forget();
     for s in &MAP {
         let mut s = s.lock();
         let keys: Vec<_> = s

@@ -1,7 +1,7 @@
 //! The launch entry points: each asks `launch::admit` (which may wait)
 //! and then calls the real one with its arguments untouched; a kernel's
-//! launch first has the local memory it grows its context to charged
-//! (`crate::localmem`).
+//! launch asks `launch::admit_kernel`, which first has the local memory it
+//! grows its context to charged (`crate::localmem`).
 
 use super::*;
 
@@ -42,7 +42,7 @@ fn local_memory(f: CUfunction, dev: CUdevice) -> Option<u64> {
     Some(per_thread as u64 * resident_threads(dev)?)
 }
 
-/// The kernel launches: [`launch!`] after the local memory is charged.
+/// The kernel launches: [`launch!`] with the local memory charged first.
 macro_rules! kernel_launch {
     ($name:ident, $id:expr, $f:ident; $($arg:ident: $t:ty),*) => {
         #[no_mangle]
@@ -50,12 +50,11 @@ macro_rules! kernel_launch {
             type F = unsafe extern "C" fn($($t),*) -> CuResult;
             let real = real_or_return!($id, F);
             let grown = boundary(CUDA_SUCCESS, || {
-                crate::localmem::admit(&Cuda, $f as u64, |dev| local_memory($f, dev))
+                crate::launch::admit_kernel(&Cuda, $f as u64, |dev| local_memory($f, dev))
             });
             if grown != CUDA_SUCCESS {
                 return grown;
             }
-            boundary((), || crate::launch::admit(&Cuda));
             real($($arg),*)
         }
     };
