@@ -74,8 +74,9 @@ pub fn admit_kernel(
     grown
 }
 
-/// The launch's place in its worker's order on device slot `slot`.
-#[inline]
+/// The launch's place in its worker's order on device slot `slot`
+/// (inlined: every wait is out of line).
+#[inline(always)]
 fn take_place(slot: usize) {
     if HOLD[slot].load(Relaxed) {
         hold(slot);
