@@ -58,9 +58,12 @@ hook-valgrind: $(HOOK_TEST_DEPS)
 	  $(HOOK_BIN)/test_hook $(HOOK_TEST_ARGS)
 VALGRIND_EXTRA += hook-valgrind
 
+# HOOK_BEFORE=path/to/libcuda_limiter.so: another build of the hook (same
+# books layout) measured in the same turns, for a before/after in one run.
 hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
-	  $(HOOK_BIN)/bench_hook $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO))
+	  $(HOOK_BIN)/bench_hook $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
+	  $(if $(HOOK_BEFORE),$(abspath $(HOOK_BEFORE)))
 
 bench: hook-bench
 TEST_RUN_EXTRA += hook-test

@@ -1,6 +1,6 @@
 /* The hook's overhead on the fake driver, hooked vs unhooked in one run.
  *
- * Usage: bench_hook LIBACCELERATOR HOOK
+ * Usage: bench_hook LIBACCELERATOR HOOK [HOOK_BEFORE]
  * Runs itself as a child per mode, taking turns (7 rounds, medians of the
  * calling thread's CPU time per call, so other load on the machine counts little):
  *   driver only     no LD_PRELOAD
@@ -11,6 +11,9 @@
  *   hook, limited   LD_PRELOAD, a worker with a limit it never reaches
  *   hook, no books  LD_PRELOAD, a worker the host never named (no books:
  *                   fail-open, allocations and launches go to the driver)
+ *   before, ...     with HOOK_BEFORE (another build of the hook, e.g. the
+ *                   last release's: same books layout), its unlimited and
+ *                   limited worker, in the same turns: before/after in one run
  * Each child times cuMemAlloc_v2 + cuMemFree_v2 pairs and
  * cuGetProcAddress_v2("cuMemAlloc") lookups through pointers taken with
  * dlopen + dlsym (through the hook's dlsym when preloaded), and
@@ -42,7 +45,7 @@ typedef unsigned long long CUdeviceptr;
 #define LAUNCHES 1000000
 #define VIEWS 500000
 #define ROUNDS 7
-#define MODES 5
+#define MODES 7
 
 static double now_ns(void) {
   struct timespec t;
@@ -300,10 +303,11 @@ static int processes(const char *self, const char *hook) {
 int main(int argc, char **argv) {
   if (argc == 2 && argv[1][0] == '-' && argv[1][1] == '-')
     return child(argv[1]);
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s LIBACCELERATOR HOOK\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: %s LIBACCELERATOR HOOK [HOOK_BEFORE]\n", argv[0]);
     return 2;
   }
+  const int modes = argc == 4 ? MODES : MODES - 2;
   void *acc = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   int (*set_limit)(const char *, const char *, uint64_t) =
       acc ? (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit") : NULL;
@@ -314,15 +318,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot set the bench worker's limit\n");
     return 2;
   }
-  static const char *const names[MODES] = {"driver only", "hook, no worker",
+  static const char *const names[MODES] = {"driver only",           "hook, no worker",
                                            "hook, unlimited worker", "hook, limited worker",
-                                           "hook, worker, no books"};
-  const char *hooks[MODES] = {NULL, argv[2], argv[2], argv[2], argv[2]};
-  const char *workers[MODES] = {NULL, NULL, "bench-unlimited", "bench-limited", "bench-bookless"};
+                                           "hook, worker, no books", "before, unlimited worker",
+                                           "before, limited worker"};
+  const char *before = argc == 4 ? argv[3] : NULL;
+  const char *hooks[MODES] = {NULL, argv[2], argv[2], argv[2], argv[2], before, before};
+  const char *workers[MODES] = {NULL,           NULL,           "bench-unlimited", "bench-limited",
+                                "bench-bookless", "bench-unlimited", "bench-limited"};
   double pair[MODES][ROUNDS], look[MODES][ROUNDS], lau[MODES][ROUNDS];
   double view[3][MODES][ROUNDS];
   for (int r = 0; r < ROUNDS; r++)
-    for (int m = 0; m < MODES; m++) {
+    for (int m = 0; m < modes; m++) {
       double v[OUTS];
       if (run_mode(argv[0], "--child", hooks[m], workers[m], v)) {
         fprintf(stderr, "bench child (%s) failed\n", names[m]);
@@ -338,7 +345,7 @@ int main(int argc, char **argv) {
   printf("%-24s %14s %10s %10s %16s %10s %10s %10s %8s\n", "mode", "alloc+free ns", "added ns",
          "ratio", "GetProcAddr ns", "ratio", "launch ns", "added ns", "ratio");
   double base_pair = 0, base_look = 0, base_lau = 0;
-  for (int m = 0; m < MODES; m++) {
+  for (int m = 0; m < modes; m++) {
     qsort(pair[m], ROUNDS, sizeof(double), cmp);
     qsort(look[m], ROUNDS, sizeof(double), cmp);
     qsort(lau[m], ROUNDS, sizeof(double), cmp);
@@ -355,7 +362,7 @@ int main(int argc, char **argv) {
   printf("%-24s %16s %10s %16s %10s %16s %10s\n", "mode", "cuMemGetInfo_v2", "added",
          "DeviceTotalMem", "added", "nvmlMemoryInfo", "added");
   double vbase[3] = {0, 0, 0};
-  for (int m = 0; m < MODES; m++) {
+  for (int m = 0; m < modes; m++) {
     double med[3];
     for (int k = 0; k < 3; k++) {
       qsort(view[k][m], ROUNDS, sizeof(double), cmp);

@@ -196,6 +196,13 @@ pub fn green_created(
 
 /// `cuGreenCtxDestroy(green)`: its primary context's reference ends.
 pub fn green_destroyed(green: u64, call: impl FnOnce() -> CuResult) -> CuResult {
+    // Its context (`cuCtxFromGreenCtx`) ends with it, whichever way below:
+    // that handle may name another from now on (`current.rs`).
+    let call = || {
+        let r = call();
+        crate::current::forget();
+        r
+    };
     match GREEN.with(|g| g.get(&green).copied()) {
         Some(ordinal) => {
             let r = release(ordinal, false, call);

@@ -535,10 +535,21 @@ impl Lib {
     }
 
     /// The real functions, resolved on first success.
+    ///
+    /// Inlined: every wrapped call asks, and after the first it is a load
+    /// (the resolution is [`Lib::resolve`], out of line).
+    #[inline(always)]
     fn reals(&self, hint: *mut c_void) -> Option<&[usize]> {
-        if let Some(r) = self.reals.get() {
-            return Some(r);
+        match self.reals.get() {
+            Some(r) => Some(r),
+            None => self.resolve(hint),
         }
+    }
+
+    /// The first resolution of [`Lib::reals`].
+    #[cold]
+    #[inline(never)]
+    fn resolve(&self, hint: *mut c_void) -> Option<&[usize]> {
         let h = self.handle(hint)?;
         let real = real_dlsym();
         let reals = self

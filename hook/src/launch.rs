@@ -25,10 +25,11 @@
 //! An unlimited worker pays one check of the limiter (no lock, no system call),
 //! and one load of its queue's depth cap (`depth.rs`).
 
+use crate::current;
 use crate::depth;
-use crate::devices;
 use crate::limits::{self, Gate};
-use crate::memory::Driver;
+use crate::localmem;
+use crate::memory::{CuResult, Driver, CUDA_SUCCESS};
 use crate::refresh;
 use accel_common::shm::MAX_DEVICES;
 use std::sync::atomic::{AtomicBool, Ordering::*};
@@ -39,19 +40,53 @@ pub const WAIT_MAX: Duration = Duration::from_millis(2);
 /// Per device slot: launches wait for a measurement (fail-closed, `refresh.rs`).
 static HOLD: [AtomicBool; MAX_DEVICES] = [const { AtomicBool::new(false) }; MAX_DEVICES];
 
-/// Before a launch on the calling thread's current device: return when the
-/// launch may go to the driver, with the device slot when the worker's
-/// queue there is capped (`depth.rs`, which the caller asks next).
+/// Before a graph's launch on the calling thread's current device: return
+/// when the launch may go to the driver, with the device slot when the
+/// worker's queue there is capped (`depth.rs`, which the caller asks next).
 #[inline]
 pub fn admit(drv: &impl Driver) -> Option<usize> {
     if !limits::active() || limits::broken() {
         return None;
     }
-    let ordinal = drv.current_device()?;
-    let Ok(Some(dev)) = devices::resolve(ordinal, |o| drv.uuid(o)) else {
-        return None;
+    let slot = current::here(drv)?.device.slot;
+    take_place(slot);
+    depth::gated(slot).then_some(slot)
+}
+
+/// Before a kernel's launch of `function`: charge the local memory it
+/// grows the context to (`localmem.rs`, `need` as there), then wait for
+/// its place. A refused charge is the launch's result (`Err`), before the
+/// driver; else the device slot when the worker's queue there is capped.
+#[inline]
+pub fn admit_kernel(
+    drv: &impl Driver,
+    function: u64,
+    need: impl FnOnce(i32) -> Option<u64>,
+) -> Result<Option<usize>, CuResult> {
+    // A broken state under fail-closed still refuses the charge (as it
+    // refuses allocations) but takes no place: launches never fail closed.
+    if !limits::active() || limits::passes_through() {
+        return Ok(None);
+    }
+    let Some(here) = current::here(drv) else {
+        return Ok(None);
     };
-    let slot = dev.slot;
+    let grown = localmem::admit(here, function, need);
+    if grown != CUDA_SUCCESS {
+        return Err(grown);
+    }
+    if limits::broken() {
+        return Ok(None);
+    }
+    let slot = here.device.slot;
+    take_place(slot);
+    Ok(depth::gated(slot).then_some(slot))
+}
+
+/// The launch's place in its worker's order on device slot `slot`
+/// (inlined: every wait is out of line).
+#[inline(always)]
+fn take_place(slot: usize) {
     if HOLD[slot].load(Relaxed) {
         hold(slot);
     }
@@ -62,7 +97,6 @@ pub fn admit(drv: &impl Driver) -> Option<usize> {
         Gate::Again(ns) => turns(slot, ns),
         Gate::Held => frozen(slot),
     }
-    depth::gated(slot).then_some(slot)
 }
 
 /// The launch's turn did not pay for it (its process's kernels are longer

@@ -17,6 +17,8 @@
 //!   from its creation to its destruction.
 //! - `forksafe`: books behind one mutex, held across `fork()`.
 //! - `devices`: CUDA ordinals to the limiter's device slots.
+//! - `current`: the calling thread's current context and its device, as
+//!   its last launch found them (one thread-local block).
 //! - `localmem`: the local memory a launch grows its context to, charged
 //!   on a function's first launch in a context.
 //! - `launch`: kernel launches wait for their worker's tokens (compute limits);
@@ -34,6 +36,7 @@
 
 mod context;
 mod ctxlimits;
+mod current;
 mod depth;
 mod devices;
 mod ffi;

@@ -221,8 +221,9 @@ pub enum Gate {
 }
 
 /// Take this process's worker's launch charge for a launch on device slot
-/// `slot`: its place in the worker's order of launches.
-#[inline]
+/// `slot`: its place in the worker's order of launches. Inlined into the
+/// launch (the limiter's fast path is, too): the error is out of line.
+#[inline(always)]
 pub fn launch(slot: usize) -> Gate {
     if BROKEN.load(Relaxed) {
         return Gate::Unlimited;
@@ -232,12 +233,16 @@ pub fn launch(slot: usize) -> Gate {
         Ok(shm::Launch::After(ns)) => Gate::After(ns),
         Ok(shm::Launch::Again(ns)) => Gate::Again(ns),
         Ok(shm::Launch::Held) => Gate::Held,
-        // Launches never fail: an unusable state lets them through.
-        Err(e) => {
-            failed(&e);
-            Gate::Unlimited
-        }
+        Err(e) => launch_failed(&e),
     }
+}
+
+/// Launches never fail: an unusable state lets them through.
+#[cold]
+#[inline(never)]
+fn launch_failed(e: &Error) -> Gate {
+    failed(e);
+    Gate::Unlimited
 }
 
 /// This process's worker's compute limit and launch charge on a device slot.

@@ -15,73 +15,62 @@
 //! driver, never behind it.
 //!
 //! The launch path stays flat: each thread remembers the (function,
-//! context) pairs it has seen charged, so a launch costs the current
-//! context, a comparison with the last pair launched (else one lookup in
-//! the thread's table) and of a generation that moves only when a context
-//! ends or a module is unloaded (a handle may then name something else);
-//! the driver is asked for the function's size only on first sight.
+//! context) pairs it has seen charged, and the last of them launched
+//! (`current.rs`), so a launch costs a comparison with that one (else one
+//! lookup in the thread's table); the driver is asked for the function's
+//! size only on first sight. Both are forgotten when a context ends or a
+//! module is unloaded (a handle may then name something else).
 
-use crate::devices;
+use crate::current::{self, Here};
 use crate::limits::{self, Verdict};
 use crate::memory::{
     self, AddrHasher, CuResult, Driver, Kind, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS,
 };
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// Moves when what a (function, context) pair names may change.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 type Seen = HashSet<(u64, u64), BuildHasherDefault<AddrHasher>>;
 
 thread_local! {
     /// The pairs this thread has seen charged, and their generation.
     static SEEN: RefCell<(u64, Seen)> = RefCell::new((0, Seen::default()));
-    /// The last of them launched (a loop launching one kernel stops here).
-    static LAST: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, u64::MAX)) };
 }
 
-/// A context ended or a module was unloaded: every thread checks again.
-pub fn forget() {
-    GENERATION.fetch_add(1, Relaxed);
-}
-
-/// Before a launch of `function` in the current context: `need(ordinal)`
+/// Before a launch of `function` in the current context `here`: `need(ordinal)`
 /// is the local memory it takes on that device (None: unknown).
 #[inline]
-pub fn admit(drv: &impl Driver, function: u64, need: impl FnOnce(i32) -> Option<u64>) -> CuResult {
-    if !limits::active() || limits::passes_through() {
+pub fn admit(here: Here, function: u64, need: impl FnOnce(i32) -> Option<u64>) -> CuResult {
+    if here.function == function {
         return CUDA_SUCCESS;
     }
-    let ctx = drv.current_context();
-    let generation = GENERATION.load(Relaxed);
-    if LAST.get() == (function, ctx, generation) {
-        return CUDA_SUCCESS;
-    }
+    first_launch(here, function, need)
+}
+
+/// Another function than the thread's last launch: charged before (in the
+/// thread's table), or charge it now.
+#[inline(never)]
+fn first_launch(here: Here, function: u64, need: impl FnOnce(i32) -> Option<u64>) -> CuResult {
+    let key = (function, here.ctx);
     let seen = SEEN.with(|s| {
         let s = s.borrow();
-        s.0 == generation && s.1.contains(&(function, ctx))
+        s.0 == here.generation && s.1.contains(&key)
     });
-    if seen {
-        LAST.set((function, ctx, generation));
-    }
-    if seen || ctx == 0 {
-        return CUDA_SUCCESS;
-    }
-    let result = charge(drv, ctx, need);
-    if result == CUDA_SUCCESS {
+    if !seen {
+        let result = charge(here, need);
+        if result != CUDA_SUCCESS {
+            return result;
+        }
         SEEN.with(|s| {
             let mut s = s.borrow_mut();
-            if s.0 != generation {
-                *s = (generation, Seen::default());
+            if s.0 != here.generation {
+                *s = (here.generation, Seen::default());
             }
-            s.1.insert((function, ctx));
+            s.1.insert(key);
         });
-        LAST.set((function, ctx, generation));
     }
-    result
+    current::charged(here, function);
+    CUDA_SUCCESS
 }
 
 /// Before a graph is instantiated in the current context: its kernel
@@ -93,35 +82,28 @@ pub fn reserve(drv: &impl Driver, need: impl FnOnce(i32) -> Option<u64>) -> CuRe
     if !limits::active() || limits::passes_through() {
         return CUDA_SUCCESS;
     }
-    match drv.current_context() {
-        0 => CUDA_SUCCESS,
-        ctx => charge(drv, ctx, need),
-    }
+    current::here(drv).map_or(CUDA_SUCCESS, |here| charge(here, need))
 }
 
 /// First sight of a (function, context): grow the context's charge to
 /// what the function needs.
 #[cold]
-fn charge(drv: &impl Driver, ctx: u64, need: impl FnOnce(i32) -> Option<u64>) -> CuResult {
-    let Some(ordinal) = drv.current_device() else {
+fn charge(here: Here, need: impl FnOnce(i32) -> Option<u64>) -> CuResult {
+    let Some(bytes) = need(here.device.ordinal as i32) else {
         return CUDA_SUCCESS;
     };
-    let (Some(bytes), Ok(Some(device))) =
-        (need(ordinal), devices::resolve(ordinal, |o| drv.uuid(o)))
-    else {
-        return CUDA_SUCCESS;
-    };
+    let (ctx, slot) = (here.ctx, here.device.slot);
     let held = memory::take(Kind::LocalMemory, ctx).map_or(0, |r| r.bytes());
     let keep = |bytes: u64| {
         if bytes > 0 {
-            memory::remember(Kind::LocalMemory, ctx, device.slot, bytes, ctx);
+            memory::remember(Kind::LocalMemory, ctx, slot, bytes, ctx);
         }
     };
     if bytes <= held {
         keep(held);
         return CUDA_SUCCESS;
     }
-    match limits::charge(device.slot, bytes - held) {
+    match limits::charge(slot, bytes - held) {
         Verdict::Charged => keep(bytes),
         Verdict::Refused => {
             keep(held);

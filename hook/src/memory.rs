@@ -159,6 +159,7 @@ pub fn forget_after_fork() {
     POOLS.lock().clear();
     limits::forget_pid();
     devices::forget_slots();
+    crate::current::forget();
 }
 
 /// Outcome of the device/charge step of an allocation.
@@ -238,16 +239,15 @@ pub fn allocate_with(
     if !limits::active() || limits::passes_through() {
         return call().result;
     }
-    let (ordinal, ctx, pool) = match target {
-        Target::Context => (drv.current_device(), drv.current_context(), 0),
-        Target::Current => (drv.current_device(), 0, 0),
-        Target::Ordinal(o) => (Some(o), 0, 0),
-        Target::Pool(p, o) => (o.or_else(|| drv.current_device()), 0, p),
-    };
-    let device = match ordinal {
-        Some(o) => devices::resolve(o, |o| drv.uuid(o)),
-        // No current context: the driver will say so.
-        None => Ok(None),
+    let (device, ctx, pool) = match target {
+        Target::Context => {
+            let (device, ctx) = current_device(drv);
+            (device, ctx, 0)
+        }
+        Target::Current => (current_device(drv).0, 0, 0),
+        Target::Ordinal(o) => (resolve(drv, Some(o)), 0, 0),
+        Target::Pool(p, Some(o)) => (resolve(drv, Some(o)), 0, p),
+        Target::Pool(p, None) => (current_device(drv).0, 0, p),
     };
     // What the pool keeps is charged already: only the rest is.
     let (slot, covered) = match &device {
@@ -282,6 +282,26 @@ pub fn allocate_with(
     }
     record(key, device, bytes, ctx);
     done.result
+}
+
+/// The device of a CUDA ordinal (None: no current context, which the
+/// driver will say).
+fn resolve(drv: &impl Driver, ordinal: Option<i32>) -> Result<Option<Device>, Verdict> {
+    match ordinal {
+        Some(o) => devices::resolve(o, |o| drv.uuid(o)),
+        None => Ok(None),
+    }
+}
+
+/// The current context's device, and the context: as the thread's last
+/// launch or allocation found them (`current.rs`: one driver call), else
+/// asked (no context, a device the limiter cannot name, its state unusable).
+#[inline]
+fn current_device(drv: &impl Driver) -> (Result<Option<Device>, Verdict>, u64) {
+    match crate::current::here(drv) {
+        Some(here) => (Ok(Some(here.device)), here.ctx),
+        None => (resolve(drv, drv.current_device()), drv.current_context()),
+    }
 }
 
 /// Record that `key` took `bytes` (charged) on device slot `slot`, in
@@ -367,6 +387,9 @@ pub fn free_context(kind: Kind, key: u64, ctx: u64, call: impl FnOnce() -> CuRes
         taken.push(((kind, key), r));
     }
     let result = call();
+    // Again once it is gone: a thread that launched in it meanwhile keeps
+    // its device (`current.rs`) under the generation moved before.
+    crate::current::forget();
     if result == CUDA_SUCCESS {
         for (_, r) in taken {
             limits::give_back(r.slot, r.bytes);
@@ -386,7 +409,7 @@ fn take_context(ctx: u64) -> Taken {
         return taken;
     }
     // Its handle and its functions' may name new ones from now on.
-    crate::localmem::forget();
+    crate::current::forget();
     for s in &MAP {
         let mut s = s.lock();
         let keys: Vec<_> = s
@@ -483,8 +506,12 @@ fn keep(pool: u64, slot: usize, bytes: u64) -> bool {
 /// Up to `bytes` of what pool `pool` keeps on device slot `slot`, taken
 /// for a new allocation of it.
 fn take_kept(pool: u64, slot: usize, bytes: u64) -> u64 {
+    // Not a pool's allocation: no lock (every `cuMemAlloc_v2` comes here).
+    if pool == 0 {
+        return 0;
+    }
     match POOLS.lock().get_mut(&pool) {
-        Some(p) if pool != 0 && p.slot == slot => {
+        Some(p) if p.slot == slot => {
             let n = p.kept.min(bytes);
             p.kept -= n;
             n

@@ -1,8 +1,9 @@
 //! The launch entry points: each asks `launch::admit` (which may wait),
 //! and `depth::admit` for a worker whose queue is capped, then calls the
 //! real one with its arguments untouched (and records the capped launch's
-//! event, `events.rs`); a kernel's launch first has the local memory it
-//! grows its context to charged (`crate::localmem`).
+//! event, `events.rs`); a kernel's launch asks `launch::admit_kernel`,
+//! which first has the local memory it grows its context to charged
+//! (`crate::localmem`).
 
 use super::*;
 
@@ -28,14 +29,16 @@ unsafe fn config_stream(config: *const LaunchConfig) -> CUstream {
 }
 
 /// The launch `call` on `stream` (`per_thread`: a `_ptsz` entry point),
-/// admitted first: the bucket (`launch::admit`), then the queue's depth.
+/// admitted by its bucket already: with `slot` (the worker's queue on that
+/// device is capped), after the queue's depth (`depth.rs`).
 #[inline(always)]
-fn admitted(
+fn gated(
+    slot: Option<usize>,
     stream: impl FnOnce() -> CUstream,
     per_thread: bool,
     call: impl FnOnce() -> CuResult,
 ) -> CuResult {
-    let Some(slot) = boundary(None, || crate::launch::admit(&Cuda)) else {
+    let Some(slot) = slot else {
         return call();
     };
     let queue = events::queue(stream(), per_thread);
@@ -53,7 +56,8 @@ macro_rules! launch {
         pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
             type F = unsafe extern "C" fn($($t),*) -> CuResult;
             let real = real_or_return!($id, F);
-            admitted(|| $stream, $pt, || real($($arg),*))
+            let slot = boundary(None, || crate::launch::admit(&Cuda));
+            gated(slot, || $stream, $pt, || real($($arg),*))
         }
     };
 }
@@ -77,20 +81,21 @@ pub(super) fn local_memory(f: CUfunction, dev: CUdevice) -> Option<u64> {
     Some(per_thread as u64 * resident_threads(dev)?)
 }
 
-/// The kernel launches: [`launch!`] after the local memory is charged.
+/// The kernel launches: [`launch!`] with the local memory charged first.
 macro_rules! kernel_launch {
     ($name:ident, $id:expr, $f:ident, $pt:expr, $stream:expr; $($arg:ident: $t:ty),*) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
             type F = unsafe extern "C" fn($($t),*) -> CuResult;
             let real = real_or_return!($id, F);
-            let grown = boundary(CUDA_SUCCESS, || {
-                crate::localmem::admit(&Cuda, $f as u64, |dev| local_memory($f, dev))
+            let admitted = boundary(Ok(None), || {
+                crate::launch::admit_kernel(&Cuda, $f as u64, |dev| local_memory($f, dev))
             });
-            if grown != CUDA_SUCCESS {
-                return grown;
-            }
-            admitted(|| $stream, $pt, || real($($arg),*))
+            let slot = match admitted {
+                Ok(slot) => slot,
+                Err(refused) => return refused,
+            };
+            gated(slot, || $stream, $pt, || real($($arg),*))
         }
     };
 }

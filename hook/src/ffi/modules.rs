@@ -227,8 +227,13 @@ pub unsafe extern "C" fn cuModuleUnload(hmod: CUmodule) -> CuResult {
     type F = unsafe extern "C" fn(CUmodule) -> CuResult;
     let real = real_or_return!(Cu::ModuleUnload, F);
     boundary(CUDA_ERROR_UNKNOWN, || {
-        crate::localmem::forget();
-        memory::free(Kind::Module, hmod as u64, || real(hmod))
+        crate::current::forget();
+        memory::free(Kind::Module, hmod as u64, || {
+            let result = real(hmod);
+            // Again once it is gone: see `memory::free_context`.
+            crate::current::forget();
+            result
+        })
     })
 }
 
@@ -237,7 +242,12 @@ pub unsafe extern "C" fn cuLibraryUnload(library: CUlibrary) -> CuResult {
     type F = unsafe extern "C" fn(CUlibrary) -> CuResult;
     let real = real_or_return!(Cu::LibraryUnload, F);
     boundary(CUDA_ERROR_UNKNOWN, || {
-        crate::localmem::forget();
-        memory::free(Kind::Library, library as u64, || real(library))
+        crate::current::forget();
+        memory::free(Kind::Library, library as u64, || {
+            let result = real(library);
+            // Again once it is gone: see `memory::free_context`.
+            crate::current::forget();
+            result
+        })
     })
 }
