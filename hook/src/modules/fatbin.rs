@@ -154,29 +154,19 @@ pub mod tests {
     }
 
     #[test]
-    fn an_lz4_entry_is_read_decompressed() {
-        let elf = cubin::tests::cubin(&[(".nv.global", 1 << 30)]);
-        let ptx = b".global .align 4 .u32 x[10];\n\0";
-        assert_eq!(globals(&fatbin(&[(2, 0x2011, &elf)])[..]), Some(1 << 30));
-        assert_eq!(globals(&fatbin(&[(1, 0x2011, ptx)])[..]), Some(40));
-        // Said to be larger than it decompresses to.
-        let mut fb = fatbin(&[(2, 0x2011, &elf)]);
-        let at = HEADER as usize + UNCOMPRESSED;
-        fb[at..at + 8].copy_from_slice(&(elf.len() as u64 + 1).to_le_bytes());
-        assert_eq!(globals(&fb[..]), None);
-    }
-
-    #[test]
-    fn a_zstd_entry_is_read_decompressed() {
+    fn compressed_entries_are_read_decompressed() {
+        // Read from the cubin inside: `.nv.global` takes no bytes of it.
         let elf = cubin::tests::cubin(&[(".nv.global", 10 << 30)]);
         let ptx = b".global .align 4 .u32 x[10];\n\0";
-        // Read from the cubin inside: `.nv.global` takes no bytes of it.
-        assert_eq!(globals(&fatbin(&[(2, 0x8011, &elf)])[..]), Some(10 << 30));
-        assert_eq!(globals(&fatbin(&[(1, 0x8011, ptx)])[..]), Some(40));
-        let mut fb = fatbin(&[(2, 0x8011, &elf)]);
-        let at = HEADER as usize + UNCOMPRESSED;
-        fb[at..at + 8].copy_from_slice(&(elf.len() as u64 + 1).to_le_bytes());
-        assert_eq!(globals(&fb[..]), None);
+        for flags in [0x2011, 0x8011] {
+            assert_eq!(globals(&fatbin(&[(2, flags, &elf)])[..]), Some(10 << 30));
+            assert_eq!(globals(&fatbin(&[(1, flags, ptx)])[..]), Some(40));
+            // Said to be larger than it decompresses to.
+            let mut fb = fatbin(&[(2, flags, &elf)]);
+            let at = HEADER as usize + UNCOMPRESSED;
+            fb[at..at + 8].copy_from_slice(&(elf.len() as u64 + 1).to_le_bytes());
+            assert_eq!(globals(&fb[..]), None, "{flags:#x}");
+        }
     }
 
     #[test]

@@ -605,82 +605,39 @@ impl Kind {
     };
 }
 
-/// Literal length codes 16 on: baseline and extra bits (0 to 15: the code).
-const LITERAL_CODES: [(u32, u8); 36] = {
-    let mut t = [(0, 0); 36];
-    let mut i = 0;
-    while i < 16 {
-        t[i] = (i as u32, 0);
-        i += 1;
-    }
-    let rest = [
-        (16, 1),
-        (18, 1),
-        (20, 1),
-        (22, 1),
-        (24, 2),
-        (28, 2),
-        (32, 3),
-        (40, 3),
-        (48, 4),
-        (64, 6),
-        (128, 7),
-        (256, 8),
-        (512, 9),
-        (1024, 10),
-        (2048, 11),
-        (4096, 12),
-        (8192, 13),
-        (16384, 14),
-        (32768, 15),
-        (65536, 16),
-    ];
-    let mut j = 0;
-    while j < 20 {
-        t[16 + j] = rest[j];
-        j += 1;
-    }
-    t
-};
+/// Literal length codes: baseline and extra bits (RFC 8878 3.1.1.3.2.1.1).
+const LITERAL_CODES: [(u32, u8); 36] = lengths(
+    16,
+    0,
+    &[
+        1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+    ],
+);
+/// Match length codes: baseline and extra bits.
+const MATCH_CODES: [(u32, u8); 53] = lengths(
+    32,
+    3,
+    &[
+        1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+    ],
+);
 
-/// Match length codes: baseline and extra bits (0 to 31: the code + 3).
-const MATCH_CODES: [(u32, u8); 53] = {
-    let mut t = [(0, 0); 53];
+/// A length code table: codes below `direct` are the length `code + add`,
+/// each code from there a baseline (the previous one past its range) and
+/// its `bits` of extra bits.
+const fn lengths<const N: usize>(direct: usize, add: u32, bits: &[u8]) -> [(u32, u8); N] {
+    let mut t = [(0, 0); N];
     let mut i = 0;
-    while i < 32 {
-        t[i] = (i as u32 + 3, 0);
+    while i < N {
+        t[i] = if i < direct {
+            (i as u32 + add, 0)
+        } else {
+            (t[i - 1].0 + (1 << t[i - 1].1), bits[i - direct])
+        };
         i += 1;
     }
-    let rest = [
-        (35, 1),
-        (37, 1),
-        (39, 1),
-        (41, 1),
-        (43, 2),
-        (47, 2),
-        (51, 3),
-        (59, 3),
-        (67, 4),
-        (83, 4),
-        (99, 5),
-        (131, 7),
-        (259, 8),
-        (515, 9),
-        (1027, 10),
-        (2051, 11),
-        (4099, 12),
-        (8195, 13),
-        (16387, 14),
-        (32771, 15),
-        (65539, 16),
-    ];
-    let mut j = 0;
-    while j < 21 {
-        t[32 + j] = rest[j];
-        j += 1;
-    }
     t
-};
+}
 
 #[cfg(test)]
 pub mod tests {
