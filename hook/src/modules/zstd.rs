@@ -168,10 +168,16 @@ impl State {
                 return None;
             }
             self.room(matched)?;
-            // Byte by byte: a match may overlap what it copies.
+            // A match may overlap what it copies (distance < length): it
+            // repeats the `distance` bytes from `from`, so what is written
+            // from there (whole periods until the last piece) is copied,
+            // doubling each time.
             let from = self.out.len() - distance;
-            for i in 0..matched {
-                self.out.push(self.out[from + i]);
+            let mut left = matched;
+            while left > 0 {
+                let piece = left.min(self.out.len() - from);
+                self.out.extend_from_within(from..from + piece);
+                left -= piece;
             }
         }
         if !bits.done() {
