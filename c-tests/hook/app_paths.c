@@ -865,7 +865,7 @@ static void scenario_cubins(void) {
   const unsigned long long g = L / 4, init = 4096;
   size_t n = make_cubin(elf, sizeof elf, g - init, init);
   CHECK(n > 0 && make_cubin(elf_big, sizeof elf_big, L, 0) > 0, "cubins");
-  void *m1 = NULL, *m2 = NULL, *l1 = NULL, *none = NULL;
+  void *m1 = NULL, *m2 = NULL, *m3 = NULL, *l1 = NULL, *none = NULL;
   unsigned long long base = charged();
   EXPECT(A.ModuleLoadData(&m1, elf), CUDA_SUCCESS);
   BOOKED(base + g, base + g, "a cubin's globals");
@@ -875,25 +875,40 @@ static void scenario_cubins(void) {
    * driver loads the cubin, the hook charges the largest entry. */
   char ptx[512];
   ptx_with_globals(ptx, sizeof ptx, 4096);
-  size_t len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, ptx, strlen(ptx) + 1);
-  len = fatbin_add(fb, len, sizeof fb, 2, 1, elf, n);
+  size_t len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, STORED, ptx, strlen(ptx) + 1);
+  len = fatbin_add(fb, len, sizeof fb, 2, LZ4, elf, n);
   CHECK(len > 0, "a fat binary of a PTX and a compressed cubin");
   EXPECT(A.ModuleLoadFatBinary(&m2, fb), CUDA_SUCCESS);
   BOOKED(base + 2 * g, base + 2 * g, "a compressed cubin's globals");
   EXPECT(A.LibraryLoadData(&l1, fb, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
   BOOKED(base + 3 * g, base + 3 * g, "a library's compressed cubin's globals");
-  len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 2, 1, elf_big, n);
+  len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 2, LZ4, elf_big, n);
   REFUSED(A.ModuleLoadData(&none, fb));
+  /* Zstandard-compressed (CUDA 12.8's --compress-mode=size, CUDA 13's
+   * default): the uninitialized globals are read from the cubin inside
+   * (its .nv.global takes no bytes of the small entry). */
+  len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, STORED, ptx, strlen(ptx) + 1);
+  len = fatbin_add(fb, len, sizeof fb, 2, ZSTD, elf, n);
+  CHECK(len > 0, "a fat binary of a PTX and a Zstandard-compressed cubin");
+  EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
+  EXPECT(A.ModuleLoadData(&m3, fb), CUDA_SUCCESS);
+  BOOKED(base + 3 * g, base + 3 * g, "a Zstandard-compressed cubin's globals");
+  len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 2, ZSTD, elf_big, n);
+  REFUSED(A.ModuleLoadFatBinary(&none, fb));
+  REFUSED(A.LibraryLoadData(&none, fb, NULL, NULL, 0, NULL, NULL, 0));
   /* Crafted: section headers far past the image, a fat binary longer
    * than its buffer, a compressed entry larger than it decompresses to. */
   memcpy(bad, elf, n);
   put_le(bad + 0x28, 1ull << 46, 8);
   unsigned long long before = driver_allocs();
   EXPECT(A.ModuleLoadData(&none, bad), CUDA_ERROR_INVALID_IMAGE);
-  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, 0, elf, n);
+  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, STORED, elf, n);
   put_le(bad + 8, 1ull << 46, 8);
   EXPECT(A.ModuleLoadFatBinary(&none, bad), CUDA_ERROR_INVALID_IMAGE);
-  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, 1, elf, n);
+  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, ZSTD, elf, n);
+  put_le(bad + 16 + 64 + 5, n + 1, 8); /* the frame's own content size */
+  EXPECT(A.ModuleLoadData(&none, bad), CUDA_ERROR_INVALID_IMAGE);
+  len = fatbin_add(bad, fatbin_begin(bad), sizeof bad, 2, LZ4, elf, n);
   put_le(bad + 16 + 56, n + 1, 8);
   EXPECT(A.LibraryLoadData(&none, bad, NULL, NULL, 0, NULL, NULL, 0), CUDA_ERROR_INVALID_IMAGE);
   CHECK(driver_allocs() == before, "%s: a crafted image reached the driver", way);
@@ -908,8 +923,8 @@ static void scenario_cubins(void) {
   EXPECT(A.LibraryLoadFromFile(&none, path, NULL, NULL, 0, NULL, NULL, 0),
          CUDA_ERROR_INVALID_IMAGE);
   unlink(path);
-  EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
   EXPECT(A.ModuleUnload(m2), CUDA_SUCCESS);
+  EXPECT(A.ModuleUnload(m3), CUDA_SUCCESS);
   EXPECT(A.LibraryUnload(l1), CUDA_SUCCESS);
   BOOKED(base, base, "the cubins unloaded");
 }
@@ -933,11 +948,11 @@ static void scenario_module(void) {
   REFUSED(A.ModuleLoadDataEx(&none, big, 0, NULL, NULL));
   /* A fat binary: its header, then a PTX entry. */
   static unsigned char fb[4096];
-  size_t fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, ptx_b, strlen(ptx_b) + 1);
+  size_t fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, STORED, ptx_b, strlen(ptx_b) + 1);
   CHECK(fb_len > 0, "a fat binary");
   EXPECT(A.ModuleLoadFatBinary(&m3, fb), CUDA_SUCCESS);
   BOOKED(a + 2 * b, a + 2 * b, "cuModuleLoadFatBinary's globals");
-  fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, 0, big, strlen(big) + 1);
+  fb_len = fatbin_add(fb, fatbin_begin(fb), sizeof fb, 1, STORED, big, strlen(big) + 1);
   REFUSED(A.ModuleLoadFatBinary(&none, fb));
   EXPECT(A.ModuleUnload(m1), CUDA_SUCCESS);
   EXPECT(A.ModuleUnload(m3), CUDA_SUCCESS);
@@ -972,13 +987,11 @@ static void scenario_module(void) {
   scenario_cubins();
   row("`cuModuleLoad` / `cuModuleLoadData` / `cuModuleLoadDataEx` / `cuModuleLoadFatBinary`",
       "at the call, the image's `__device__` globals (PTX `.global` declarations, a cubin's "
-      "`.nv.global` and `.nv.global.init` sections, a fat binary's largest entry, LZ4 entries "
-      "decompressed), in the current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`, "
+      "`.nv.global` and `.nv.global.init` sections, a fat binary's largest entry, LZ4 and "
+      "Zstandard entries decompressed), in the current context; refused there with `CUDA_ERROR_OUT_OF_MEMORY`, "
       "an image declaring parts it does not hold with `CUDA_ERROR_INVALID_IMAGE`",
       "`cuModuleUnload`, or the context's destruction, reset or last release",
-      "a fat binary's Zstandard entry (CUDA 12.8's `--compress-mode=size`) is charged its "
-      "uncompressed size, which bounds its initialized globals only; the `malloc` heap a module "
-      "using it takes is charged up front, at `cuCtxSetLimit` (its default is part of the "
+      "the `malloc` heap a module using it takes is charged up front, at `cuCtxSetLimit` (its default is part of the "
       "context's reservation)");
   row("`cuLibraryLoadData` / `cuLibraryLoadFromFile`",
       "at the call, the image's `__device__` globals, in the current context (eager loading); "

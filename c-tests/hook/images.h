@@ -3,9 +3,9 @@
  * ABI: Elf64_Ehdr, Elf64_Shdr) and a fat binary (fatBinaryHeader, then
  * one entry per target; an entry's 64-byte header as CUDA 11 to 13 write
  * it, not in CUDA's public headers: kind u16 at 0 (1 PTX, 2 cubin), its
- * size u32 at 4, the payload's size u64 at 8, an LZ4 payload's compressed
- * size u32 at 16, flags u64 at 40 (0x2000: LZ4), the uncompressed size u64
- * at 56). */
+ * size u32 at 4, the payload's size u64 at 8, a compressed payload's size
+ * u32 at 16, flags u64 at 40 (0x2000: LZ4, 0x8000: Zstandard), the
+ * uncompressed size u64 at 56). */
 #ifndef IMAGES_H
 #define IMAGES_H
 
@@ -64,6 +64,28 @@ static size_t lz4_literals(unsigned char *out, const unsigned char *data, size_t
   return o + n;
 }
 
+/* `data` as a Zstandard frame (RFC 8878) of raw blocks (a valid frame
+ * without a compressor: an 8-byte content size, a single segment, blocks
+ * of 128 KiB at most), in `out`; its length. */
+static size_t zstd_raw(unsigned char *out, const unsigned char *data, size_t n) {
+  size_t o = 0;
+  put_le(out, 0xFD2FB528u, 4);
+  out[4] = 0xE0;
+  put_le(out + 5, n, 8);
+  o = 13;
+  size_t at = 0;
+  do {
+    size_t block = n - at < (128u << 10) ? n - at : (128u << 10);
+    put_le(out + o, (unsigned long long)block << 3 | (at + block == n), 3);
+    memcpy(out + o + 3, data + at, block);
+    o += 3 + block, at += block;
+  } while (at < n);
+  return o;
+}
+
+/* How a fat binary entry's payload is stored. */
+enum { STORED, LZ4, ZSTD };
+
 /* A fat binary being built in `buf`: fatbin_begin, fatbin_add per entry. */
 static size_t fatbin_begin(unsigned char *buf) {
   memset(buf, 0, 16);
@@ -72,26 +94,29 @@ static size_t fatbin_begin(unsigned char *buf) {
   put_le(buf + 6, 16, 2);
   return 16;
 }
-/* An entry of `kind` holding `n` bytes at `data` (LZ4-compressed where
- * `lz4`) appended at `len` (`cap` bytes in all); the new length (0: no
+/* An entry of `kind` holding `n` bytes at `data` (stored as `how`: STORED,
+ * LZ4, ZSTD) appended at `len` (`cap` bytes in all); the new length (0: no
  * room). */
-static size_t fatbin_add(unsigned char *buf, size_t len, size_t cap, int kind, int lz4,
+static size_t fatbin_add(unsigned char *buf, size_t len, size_t cap, int kind, int how,
                          const void *data, size_t n) {
   unsigned char *e = buf + len, *payload = e + 64;
-  if (cap < len + 64 + n + n / 255 + 16 + 8)
+  if (cap < len + 64 + n + n / 255 + 3 * (n >> 17) + 16 + 8)
     return 0;
   memset(e, 0, 64);
-  size_t stored = lz4 ? lz4_literals(payload, data, n) : (memcpy(payload, data, n), n);
+  size_t stored = how == LZ4    ? lz4_literals(payload, data, n)
+                  : how == ZSTD ? zstd_raw(payload, data, n)
+                                : (memcpy(payload, data, n), n);
+  int packed = how != STORED;
   size_t padded = (stored + 7) & ~(size_t)7;
   memset(payload + stored, 0, padded - stored);
   put_le(e, (unsigned)kind, 2);
   put_le(e + 2, 0x0101, 2);
   put_le(e + 4, 64, 4);
   put_le(e + 8, padded, 8);
-  put_le(e + 16, lz4 ? stored : 0, 4);
-  put_le(e + 28, 86, 4);                        /* sm_86 */
-  put_le(e + 40, 0x11 | (lz4 ? 0x2000 : 0), 8); /* 64-bit, Linux */
-  put_le(e + 56, lz4 ? n : 0, 8);
+  put_le(e + 16, packed ? stored : 0, 4);
+  put_le(e + 28, 86, 4); /* sm_86 */
+  put_le(e + 40, 0x11 | (how == LZ4 ? 0x2000 : how == ZSTD ? 0x8000 : 0), 8); /* 64-bit, Linux */
+  put_le(e + 56, packed ? n : 0, 8);
   len += 64 + padded;
   put_le(buf + 8, len - 16, 8);
   return len;

@@ -15,6 +15,7 @@ mod cubin;
 mod fatbin;
 mod lz4;
 mod ptx;
+mod zstd;
 
 pub use fatbin::MAGIC as FATBIN_MAGIC;
 

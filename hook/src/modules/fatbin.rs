@@ -6,15 +6,13 @@
 //! the one that suits the device, so an image is charged its largest
 //! entry's globals.
 //!
-//! An LZ4-compressed entry (flag 0x2000, CUDA 11 and 12) is decompressed
-//! (`lz4`, to its declared size at most) and read as the others. A
-//! Zstandard one (flag 0x8000, `nvcc --compress-mode=size`, CUDA 12.8 on)
-//! is not: it is charged its declared uncompressed size, which bounds its
-//! initialized globals (and its code) but not its uninitialized ones
-//! (`.nv.global` takes no bytes of the file): approximate, documented in
-//! docs/hook.md.
+//! A compressed entry, LZ4 (flag 0x2000, CUDA 11 and 12) or Zstandard
+//! (flag 0x8000, `nvcc --compress-mode=size`, CUDA 12.8 on), is
+//! decompressed (`lz4`, `zstd`: to its declared size at most) and read as
+//! the others: its uninitialized globals (`.nv.global`, which takes no
+//! bytes of the file) are only known from the cubin inside.
 
-use super::{cubin, le, lz4, ptx, Image, Window, MAX_READ};
+use super::{cubin, le, lz4, ptx, zstd, Image, Window, MAX_READ};
 
 /// `fatBinaryHeader.magic`.
 pub const MAGIC: u32 = 0xBA55_ED50;
@@ -60,9 +58,7 @@ pub fn globals<I: Image + ?Sized>(image: &I) -> Option<u64> {
         let data = at.checked_add(size)?;
         let flags = le::<8>(&entry, FLAGS);
         let kind = le::<2>(&entry, KIND);
-        let bytes = if flags & ZSTD != 0 {
-            le::<8>(&entry, UNCOMPRESSED)
-        } else if flags & LZ4 != 0 {
+        let bytes = if flags & (LZ4 | ZSTD) != 0 {
             let (packed, size) = (
                 le::<4>(&entry, COMPRESSED_SIZE),
                 le::<8>(&entry, UNCOMPRESSED),
@@ -70,7 +66,12 @@ pub fn globals<I: Image + ?Sized>(image: &I) -> Option<u64> {
             if packed > payload || size > MAX_READ {
                 return None;
             }
-            let plain = lz4::decompress(&image.read(data, packed)?, size as usize)?;
+            let input = image.read(data, packed)?;
+            let plain = if flags & ZSTD != 0 {
+                zstd::decompress(&input, size as usize)?
+            } else {
+                lz4::decompress(&input, size as usize)?
+            };
             contents(kind, &plain[..], size)?
         } else {
             let window = Window {
@@ -106,13 +107,16 @@ pub mod tests {
     use super::*;
 
     /// A fat binary of entries `(kind, flags, contents)`: compressed with
-    /// LZ4 (literals only) where the flags say so; a Zstandard entry's
-    /// payload is the contents as they are, said to be 1000 times larger.
+    /// LZ4 (literals only) or Zstandard (raw blocks) where the flags say so.
     pub fn fatbin(entries: &[(u16, u64, &[u8])]) -> Vec<u8> {
         let mut body = Vec::new();
         for &(kind, flags, contents) in entries {
-            let packed = lz4::literals(contents);
-            let payload: &[u8] = if flags & LZ4 != 0 { &packed } else { contents };
+            let packed = match flags {
+                f if f & ZSTD != 0 => zstd::tests::raw(contents),
+                f if f & LZ4 != 0 => lz4::literals(contents),
+                _ => contents.to_vec(),
+            };
+            let payload = &packed[..];
             let padded = payload.len().next_multiple_of(8);
             let mut e = [0u8; ENTRY as usize];
             e[KIND..KIND + 2].copy_from_slice(&kind.to_le_bytes());
@@ -121,10 +125,9 @@ pub mod tests {
             e[FLAGS..FLAGS + 8].copy_from_slice(&flags.to_le_bytes());
             e[COMPRESSED_SIZE..COMPRESSED_SIZE + 4]
                 .copy_from_slice(&(payload.len() as u32).to_le_bytes());
-            let unc = match flags {
-                f if f & ZSTD != 0 => contents.len() as u64 * 1000,
-                f if f & LZ4 != 0 => contents.len() as u64,
-                _ => 0,
+            let unc = match flags & (LZ4 | ZSTD) {
+                0 => 0,
+                _ => contents.len() as u64,
             };
             e[UNCOMPRESSED..UNCOMPRESSED + 8].copy_from_slice(&unc.to_le_bytes());
             body.extend_from_slice(&e);
@@ -151,21 +154,19 @@ pub mod tests {
     }
 
     #[test]
-    fn an_lz4_entry_is_read_decompressed() {
-        let elf = cubin::tests::cubin(&[(".nv.global", 1 << 30)]);
+    fn compressed_entries_are_read_decompressed() {
+        // Read from the cubin inside: `.nv.global` takes no bytes of it.
+        let elf = cubin::tests::cubin(&[(".nv.global", 10 << 30)]);
         let ptx = b".global .align 4 .u32 x[10];\n\0";
-        assert_eq!(globals(&fatbin(&[(2, 0x2011, &elf)])[..]), Some(1 << 30));
-        assert_eq!(globals(&fatbin(&[(1, 0x2011, ptx)])[..]), Some(40));
-        // Said to be larger than it decompresses to.
-        let mut fb = fatbin(&[(2, 0x2011, &elf)]);
-        let at = HEADER as usize + UNCOMPRESSED;
-        fb[at..at + 8].copy_from_slice(&(elf.len() as u64 + 1).to_le_bytes());
-        assert_eq!(globals(&fb[..]), None);
-    }
-
-    #[test]
-    fn a_zstd_entry_is_charged_its_uncompressed_size() {
-        assert_eq!(globals(&fatbin(&[(2, 0x8011, b"zstd")])[..]), Some(4000));
+        for flags in [0x2011, 0x8011] {
+            assert_eq!(globals(&fatbin(&[(2, flags, &elf)])[..]), Some(10 << 30));
+            assert_eq!(globals(&fatbin(&[(1, flags, ptx)])[..]), Some(40));
+            // Said to be larger than it decompresses to.
+            let mut fb = fatbin(&[(2, flags, &elf)]);
+            let at = HEADER as usize + UNCOMPRESSED;
+            fb[at..at + 8].copy_from_slice(&(elf.len() as u64 + 1).to_le_bytes());
+            assert_eq!(globals(&fb[..]), None, "{flags:#x}");
+        }
     }
 
     #[test]
