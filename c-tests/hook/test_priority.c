@@ -215,7 +215,8 @@ static unsigned long long deepest(const char *name, int threads, int graph, int 
 /* A capture by the training worker capped at 1: its launches into the
  * capturing stream are graph nodes, not queued work, so the hook neither
  * gates them nor records its events into the graph (the fake traces each
- * record into a capture: the app's own one only). */
+ * record into a capture: the app's own one only). 16 launches: the fake's
+ * graphs hold 16 nodes (cuda_graphmem.inc, MAXGN). */
 static void capture(void) {
   if (!fresh("capture"))
     return;
@@ -223,7 +224,7 @@ static void capture(void) {
   char trace[4096];
   snprintf(trace, sizeof trace, "%s/capture/trace", getenv("PRIORITY_STATE"));
   setenv("FAKE_CUDA_TRACE", trace, 1);
-  char *const argv[] = {(char *)app, "capture", "20", NULL};
+  char *const argv[] = {(char *)app, "capture", "16", NULL};
   struct app a = spawn_argv("train", "2000", -1, -1, -1, argv);
   unsetenv("FAKE_CUDA_TRACE");
   CHECK(wait_status(a.harness) == 0, "capture: the app");
@@ -235,7 +236,7 @@ static void capture(void) {
     records += strcmp(line, "cuEventRecord (into a capture)\n") == 0;
   if (f)
     fclose(f);
-  printf("capture   20 launches into a capturing stream, capped at 1: %d event record%s in "
+  printf("capture   16 launches into a capturing stream, capped at 1: %d event record%s in "
          "the graph (the app's own)\n",
          records, records == 1 ? "" : "s");
   CHECK(f && records == 1, "capture: %d records into the graph, the app's one only", records);
