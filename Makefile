@@ -201,7 +201,7 @@ Test (all part of `make test` unless marked)
   test-frameworks       test-cupy and test-torch (not in make test)
   compute-test          compute limits: launch throttling on the fake driver's simulated device
   compute-cases-test    compute limits by kernel length, processes per worker, 0.1 s and 1 s sampling; priority-test
-  priority-test         an inference worker's request latency beside a training worker with a capped queue
+  priority-test         the inference worker (priority 90) beside a training worker (10): p99 latency, training share
   hook-table-test       docs/hook.md's entry-point table matches what the hook resolves
   sampler-fork-test     the host compute sampler across fork() from a threaded host
   install-test          install into a temporary DESTDIR, build C and Go against it via pkg-config

@@ -119,8 +119,9 @@ TEST_RUN_EXTRA += compute-test
 # graphs), processes of one worker and NVML sample periods (100 ms, 1 s):
 # each case a node of its own, three at a time (docs/compute.md).
 # Then the priority case: an inference worker's request latency beside a
-# training worker whose queue the host caps (depth_cap: the host's setter,
-# shm::set_depth_cap, as a tool).
+# training worker of lower priority, whose queue the host's scheduler caps
+# (depth_cap: the scheduler's setter, shm::set_depth_cap, as a tool, for
+# the hook's gate on caps the scheduler never sets).
 .PHONY: compute-cases-test priority-test
 compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases $(BUILD)/probe priority-test
 	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) PROBE=$(BUILD)/probe \
@@ -133,13 +134,13 @@ $(HOOK_BIN)/depth_cap: FORCE
 	@mkdir -p $(HOOK_BIN)
 	$(call replace,target/hook/release/examples/depth_cap,$@)
 $(HOOK_BIN)/test_priority: c-tests/hook/test_priority.c c-tests/hook/compute_util.h \
-  c-tests/fakes/timeline.h c-tests/test_util.h
+  c-tests/fakes/timeline.h c-tests/test_util.h include/accelerator.h
 	@mkdir -p $(HOOK_BIN)
 	$(CC) $(CFLAGS) -o $@ $< -ldl -lm
 
 priority-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_priority $(HOOK_BIN)/depth_cap
-	$(HOOK_TEST_ENV) $(HOOK_BIN)/test_priority $(abspath $(HOOK_SO)) $(HOOK_BIN)/app_launch \
-	  $(abspath $(HOOK_BIN)/depth_cap)
+	$(HOOK_TEST_ENV) $(HOOK_BIN)/test_priority $(BUILD)/libaccelerator_nvidia.so \
+	  $(abspath $(HOOK_SO)) $(HOOK_BIN)/app_launch $(abspath $(HOOK_BIN)/depth_cap)
 
 # ---- the compute sampler after fork() from a threaded host (AccelInit /
 # AccelShutdown racing fork; each child starts and stops its own).

@@ -330,30 +330,25 @@ impl Sampler {
             .into_iter()
             .map(str::to_owned)
             .collect();
-        let mut limited: HashMap<String, Vec<String>> = HashMap::new();
-        // The (worker, device) pairs of scheduled devices listed so far
-        // (elsewhere the entries are one per pair: no look-up).
-        let mut listed: HashSet<(String, String)> = HashSet::new();
+        // Per device, the workers measured there: a set, since every
+        // process the books list is looked up in it (docs/scale.md).
+        let mut limited: HashMap<String, HashSet<String>> = HashMap::new();
         if !scheduled.is_empty() {
             let p = shm::processes().unwrap_or_default();
             self.scheduler.tick(&limits, &p);
             for p in &p {
-                if !p.worker.is_empty()
-                    && scheduled.contains(&p.device_uuid)
-                    && listed.insert((p.worker.clone(), p.device_uuid.clone()))
-                {
-                    let ws = limited.entry(p.device_uuid.clone()).or_default();
-                    ws.push(p.worker.clone());
+                if !p.worker.is_empty() && scheduled.contains(&p.device_uuid) {
+                    limited
+                        .entry(p.device_uuid.clone())
+                        .or_default()
+                        .insert(p.worker.clone());
                 }
             }
             procs = Some(p);
         }
         for e in limits {
-            let soft = scheduled.contains(&e.device_uuid);
-            if (e.compute_percent.is_some() || soft)
-                && !(soft && listed.contains(&(e.worker.clone(), e.device_uuid.clone())))
-            {
-                limited.entry(e.device_uuid).or_default().push(e.worker);
+            if e.compute_percent.is_some() || scheduled.contains(&e.device_uuid) {
+                limited.entry(e.device_uuid).or_default().insert(e.worker);
             }
         }
         if limited.is_empty() {
@@ -518,7 +513,7 @@ impl Sampler {
     /// sample (or read for the first time) starts its count afresh.
     fn books(
         &mut self,
-        limited: &HashMap<String, Vec<String>>,
+        limited: &HashMap<String, HashSet<String>>,
         readings: &HashMap<String, Reading>,
         procs: Vec<shm::ProcessUsage>,
     ) -> HashMap<(String, String), Seen> {

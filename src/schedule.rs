@@ -46,6 +46,25 @@ pub(crate) struct Claim {
     /// What it wants: `None` while it is hungry (it used all it was
     /// granted: as much as its limit allows), else what it used (bp).
     pub used: Option<u32>,
+    /// The most a hungry worker wants this period, its request aside:
+    /// [`growth`] of its grant in force.
+    pub most: u32,
+}
+
+/// The most a hungry worker is granted above its request, from `granted`
+/// (bp; 0: none, the whole device): twice it. A worker that grows from a
+/// sated grant reaches the device in a few periods, and one that looked
+/// hungry for a period because its use was measured low (before its
+/// first sample, or while it idled) does not take the whole device from
+/// lower-priority workers: that left them at [`MIN_GRANT`], in debt at
+/// that rate for a hundred times their launch's length (a 2 ms kernel:
+/// 200 ms), long after the grant came back (docs/compute.md, "Soft mode").
+pub(crate) fn growth(granted: u32) -> u32 {
+    if granted == 0 {
+        DEVICE
+    } else {
+        granted.saturating_mul(2)
+    }
 }
 
 /// A worker that is not hungry is granted what it used plus this much:
@@ -64,7 +83,11 @@ pub(crate) fn headroom(used: u32) -> u32 {
 pub(crate) fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
     let cap: Vec<u32> = claims
         .iter()
-        .map(|c| c.limit.min(DEVICE).min(c.used.unwrap_or(DEVICE)))
+        .map(|c| {
+            c.limit
+                .min(DEVICE)
+                .min(c.used.unwrap_or(c.most.max(c.request)))
+        })
         .collect();
     let mut grant: Vec<u32> = claims
         .iter()
@@ -268,6 +291,7 @@ impl Scheduler {
                     |e| e.priority,
                 ),
                 used: k.used(),
+                most: growth(k.word as u32),
             };
             by_device.entry(uuid).or_default().push((worker, claim));
         }
@@ -340,6 +364,7 @@ mod tests {
             limit: limit * 100,
             priority,
             used: None,
+            most: DEVICE,
         }
     }
 
@@ -439,6 +464,25 @@ mod tests {
         assert_eq!(g, [10, 100]);
         // Headroom never above the limit.
         assert_eq!(shares(&[using(0, 30, 50, 25)]), [30]);
+    }
+
+    #[test]
+    fn a_hungry_worker_grows_from_its_grant() {
+        // Inference (priority 90) was granted 11 % and looks hungry:
+        // 22 % now, training (priority 10) the rest, not the least grant.
+        let infer = Claim {
+            most: growth(1_100),
+            ..hungry(0, 100, 90)
+        };
+        assert_eq!(shares(&[infer, hungry(0, 100, 10)]), [22, 78]);
+        // Its request is never held back by it.
+        let serve = Claim {
+            most: growth(1_000),
+            ..hungry(50, 100, 50)
+        };
+        assert_eq!(shares(&[serve, hungry(0, 100, 50)]), [50, 50]);
+        // No grant in force: the whole device.
+        assert_eq!(growth(0), DEVICE);
     }
 
     #[test]

@@ -1,25 +1,40 @@
 /* The priority case (issue 34) on the simulated device (c-tests/fakes/
- * timeline.h): an inference worker answers a request every 20 ms, each
- * three 1 ms kernels then a synchronize (app_launch serve); a training
- * worker is always hungry with 2 ms kernels (app_launch spin), neither
- * with a compute limit. Three runs, each with its own state directory and
- * timeline: the inference worker alone (its exclusive latency), beside the
- * training worker with its queue uncapped, and beside it capped at one
- * launch in flight (the depth cap the host's scheduler sets; here the
- * depth_cap tool). Asserted with the cap: the inference worker's p99
- * request latency within (exclusive p99 + one 2 ms training kernel) +
- * 10 %, and the training worker gets >= 85 % of the device time the
- * inference worker leaves idle. Device times from the timeline.
+ * timeline.h), end to end: an inference worker answers a request every
+ * 20 ms, each three 1 ms kernels then a synchronize (app_launch serve); a
+ * training worker is always hungry with 2 ms kernels (app_launch spin),
+ * neither with a compute limit. Each run is a node of its own (its state
+ * directory, timeline and host): a process that, as a hypervisor, dlopens
+ * libaccelerator, calls AccelInit (the host's sampler and its scheduler),
+ * names both workers on the device (a memory limit) and, when the run is
+ * prioritized, gives the inference worker SetWorkerPriority 90 and the
+ * training worker 10 (best-effort: no request, no limit). The scheduler,
+ * seeing a live process of higher priority on the device, caps the
+ * training worker's queue there (schedule::LOW_PRIORITY_DEPTH) and the
+ * hook enforces it. Runs: beside training with no priorities (its queue
+ * uncapped), then, with the fake NVML sampling every 100 ms and every 1 s
+ * (FAKE_NVML_SAMPLE_MS), the inference worker alone (its exclusive
+ * latency) and beside training prioritized. Asserted for the latter: the
+ * inference worker's p99 request latency within (exclusive p99 + one 2 ms
+ * training kernel) + 10 %, and the training worker gets >= 85 % of the
+ * device time the inference worker leaves idle. Device times from the
+ * timeline.
+ *
+ * Before them, the hook's gate itself on caps the scheduler never sets
+ * (2, across 4 threads) or on work it cannot see (graphs, a capture), set
+ * with the depth_cap tool (shm::set_depth_cap, the scheduler's setter):
+ * the most kernels the training process ever had queued or running.
  *
  * Each worker is an app_launch under LD_PRELOAD=libcuda_limiter.so in a
  * pid namespace of its own. The fake driver queues up to 20 ms of kernels
  * (FAKE_QUEUE_US, as the compute cases: a real driver holds ~1,024
  * launches), which is what an uncapped worker fills.
  *
- * Usage: test_priority HOOK APP_LAUNCH DEPTH_CAP */
+ * Usage: test_priority LIBACCELERATOR HOOK APP_LAUNCH DEPTH_CAP */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "accelerator.h"
 #include "compute_util.h"
 
 #define UUID0 "GPU-11111111-1111-1111-1111-1111111111a4"
@@ -27,13 +42,16 @@
 #define INFER_MS 3.0 /* three 1 ms kernels a request */
 #define TRAIN_MS 2.0
 
-static const char *depth_tool;
+static const char *depth_tool, *lib_path;
 
 struct run {
   int requests;
   double p50, p99, max;
   double infer, train; /* shares of the device, % */
+  unsigned granted[2]; /* the scheduler's grants to inference, training (bp) */
 };
+
+static void *acc;
 
 static int set_cap(const char *worker, int n) {
   char cmd[4096];
@@ -60,14 +78,65 @@ static int fresh(const char *name) {
   return tl != NULL;
 }
 
-/* One run: the inference worker, and the training worker when `train`
- * (capped at `cap` launches in flight; 0: uncapped). */
-static struct run run(const char *name, int train, int cap) {
+/* The host of a run's node: libaccelerator as a hypervisor loads it, its
+ * sampler started, both workers named on the device, and with `prio` the
+ * inference worker given priority 90 and the training worker 10. */
+static int host(int prio) {
+  acc = dlopen(lib_path, RTLD_NOW | RTLD_GLOBAL);
+  int (*init)(void) = acc ? (int (*)(void))dlsym(acc, "AccelInit") : NULL;
+  int (*set_mem)(const char *, const char *, uint64_t) =
+      acc ? (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit") : NULL;
+  int (*set_prio)(const char *, uint32_t) =
+      acc ? (int (*)(const char *, uint32_t))dlsym(acc, "SetWorkerPriority") : NULL;
+  if (!init || !set_mem || !set_prio || init() != 0)
+    return 0;
+  if (set_mem("infer", UUID0, 1ULL << 30) != 0 || set_mem("train", UUID0, 1ULL << 30) != 0)
+    return 0;
+  return !prio || (set_prio("infer", 90) == 0 && set_prio("train", 10) == 0);
+}
+
+/* The shares the host's scheduler grants the two workers now (bp; 0: none). */
+static void grants(unsigned granted[2]) {
+  int (*shares)(WorkerShare *, size_t, size_t *) =
+      (int (*)(WorkerShare *, size_t, size_t *))dlsym(acc, "GetWorkerShares");
+  WorkerShare w[8];
+  size_t n = 0;
+  CHECK(shares && shares(w, 8, &n) == 0, "GetWorkerShares");
+  for (size_t k = 0; k < n && k < 8; k++)
+    for (int j = 0; j < 2; j++)
+      if (strcmp(w[k].workerId, j ? "train" : "infer") == 0)
+        granted[j] = w[k].grantedBasisPoints;
+}
+
+/* One run in a process of its own, the node's host: the inference
+ * worker, and the training worker when `train`; priorities set when
+ * `prio`; the fake NVML sampling every `nvml_ms`. */
+static struct run run(const char *name, int train, int prio, int nvml_ms) {
   struct run r = {0};
-  if (!fresh(name))
+  int res[2];
+  CHECK(pipe(res) == 0, "pipe");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid != 0) {
+    close(res[1]);
+    if (read(res[0], &r, sizeof r) != sizeof r)
+      r.requests = 0;
+    close(res[0]);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "%s: the run's checks", name);
     return r;
-  /* Both workers named on the device (their books made), the cap set. */
-  CHECK(set_cap("infer", 0) == 0 && set_cap("train", cap) == 0, "%s: depth caps", name);
+  }
+  close(res[0]);
+  /* This run's checks only. */
+  atomic_store(&test_failed, 0);
+  char ms[16];
+  snprintf(ms, sizeof ms, "%d", nvml_ms);
+  setenv("FAKE_NVML_SAMPLE_MS", ms, 1);
+  if (!fresh(name) || !host(prio)) {
+    printf("%s: setup failed\n", name);
+    _exit(1);
+  }
   struct app t = {-1, -1};
   char secs[16];
   snprintf(secs, sizeof secs, "%.1f", SECS + 1.0);
@@ -90,6 +159,7 @@ static struct run run(const char *name, int train, int cap) {
   unsigned long long t1 = tl_now(), i1 = busy(i.host), b1 = train ? busy(t.host) : 0;
   r.infer = 100.0 * (double)(i1 - i0) / (double)(t1 - t0);
   r.train = 100.0 * (double)(b1 - b0) / (double)(t1 - t0);
+  grants(r.granted);
   char line[128] = {0};
   FILE *f = fdopen(out[0], "r");
   if (!f || !fgets(line, sizeof line, f) ||
@@ -100,15 +170,16 @@ static struct run run(const char *name, int train, int cap) {
   CHECK(wait_status(i.harness) == 0, "%s: the inference app", name);
   if (train)
     CHECK(wait_status(t.harness) == 0, "%s: the training app", name);
-  munmap(tl, sizeof *tl);
-  printf("%-9s inference: %d requests, latency median %.2f ms, p99 %.2f ms, max %.2f ms, "
-         "%.1f%% of the device; training: %.1f%% of the device (%.1f%% of what inference "
-         "leaves)\n",
-         name, r.requests, r.p50, r.p99, r.max, r.infer, r.train,
-         100.0 * r.train / (100.0 - r.infer));
-  fflush(stdout);
+  printf("%-11s NVML %4d ms, inference: %d requests, latency median %.2f ms, p99 %.2f ms, "
+         "max %.2f ms, %.1f%% of the device; training: %.1f%% of the device (%.1f%% of what "
+         "inference leaves); granted %u / %u bp\n",
+         name, nvml_ms, r.requests, r.p50, r.p99, r.max, r.infer, r.train,
+         100.0 * r.train / (100.0 - r.infer), r.granted[0], r.granted[1]);
   CHECK(r.requests > 0, "%s: the inference app's report", name);
-  return r;
+  fflush(stdout);
+  if (write(res[1], &r, sizeof r) != sizeof r)
+    _exit(1);
+  _exit(atomic_load(&test_failed) ? 1 : 0);
 }
 
 /* The training worker alone, `threads` threads launching (graphs when
@@ -144,7 +215,8 @@ static unsigned long long deepest(const char *name, int threads, int graph, int 
 /* A capture by the training worker capped at 1: its launches into the
  * capturing stream are graph nodes, not queued work, so the hook neither
  * gates them nor records its events into the graph (the fake traces each
- * record into a capture: the app's own one only). */
+ * record into a capture: the app's own one only). 16 launches: the fake's
+ * graphs hold 16 nodes (cuda_graphmem.inc, MAXGN). */
 static void capture(void) {
   if (!fresh("capture"))
     return;
@@ -152,7 +224,7 @@ static void capture(void) {
   char trace[4096];
   snprintf(trace, sizeof trace, "%s/capture/trace", getenv("PRIORITY_STATE"));
   setenv("FAKE_CUDA_TRACE", trace, 1);
-  char *const argv[] = {(char *)app, "capture", "20", NULL};
+  char *const argv[] = {(char *)app, "capture", "16", NULL};
   struct app a = spawn_argv("train", "2000", -1, -1, -1, argv);
   unsetenv("FAKE_CUDA_TRACE");
   CHECK(wait_status(a.harness) == 0, "capture: the app");
@@ -164,18 +236,19 @@ static void capture(void) {
     records += strcmp(line, "cuEventRecord (into a capture)\n") == 0;
   if (f)
     fclose(f);
-  printf("capture   20 launches into a capturing stream, capped at 1: %d event record%s in "
+  printf("capture   16 launches into a capturing stream, capped at 1: %d event record%s in "
          "the graph (the app's own)\n",
          records, records == 1 ? "" : "s");
   CHECK(f && records == 1, "capture: %d records into the graph, the app's one only", records);
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4)
+  if (argc != 5)
     return 2;
-  hook = argv[1];
-  app = argv[2];
-  depth_tool = argv[3];
+  lib_path = argv[1];
+  hook = argv[2];
+  app = argv[3];
+  depth_tool = argv[4];
   char state[] = "/tmp/priority-case.XXXXXX";
   if (!mkdtemp(state))
     return 2;
@@ -191,34 +264,38 @@ int main(int argc, char **argv) {
   unsigned long long graphs_depth = deepest("graphs", 2, 1, 1);
   CHECK(graphs_depth == 1, "graphs from 2 threads capped at 1: %llu", graphs_depth);
   capture();
-  struct run open = run("uncapped", 1, 0);
-  /* Alone, then capped: a pair that misses a bound runs once more, and
-   * its verdict is the second pair's: the simulated device and the apps
-   * are CPU threads, and a runner loaded by other work can hold an app
-   * off its CPU for a millisecond now and then, which a p99 of 275
-   * requests shows (both pairs are printed). */
-  for (int pair = 0; pair < 2; pair++) {
-    char a[16], c[16];
-    snprintf(a, sizeof a, "alone%s", pair ? "-2" : "");
-    snprintf(c, sizeof c, "capped%s", pair ? "-2" : "");
-    struct run alone = run(a, 0, 0), capped = run(c, 1, 1);
-    double bound = (alone.p99 + TRAIN_MS) * 1.10;
-    double share = 100.0 * capped.train / (100.0 - capped.infer);
-    printf("priority: inference p99 %.2f ms alone, %.2f ms beside training uncapped, %.2f ms "
-           "capped at 1 (bound %.2f ms); training %.1f%% uncapped, %.1f%% capped (%.1f%% of "
-           "what inference leaves; >= 85 %%)\n",
-           alone.p99, open.p99, capped.p99, bound, open.train, capped.train, share);
-    if (pair == 0 && alone.p99 >= INFER_MS && capped.p99 <= bound && share >= 85)
-      break;
-    if (pair == 0) {
-      printf("  ^ missed a bound: the pair runs once more\n");
-      continue;
+  /* Without priorities the device is not scheduled: nothing caps the
+   * training worker's queue, and each request waits behind it. */
+  struct run open = run("uncapped", 1, 0, 100);
+  /* Alone, then prioritized, at each NVML period: a pair that misses a
+   * bound runs once more, and its verdict is the second pair's: the
+   * simulated device and the apps are CPU threads, and a runner loaded by
+   * other work can hold an app off its CPU for a millisecond now and then,
+   * which a p99 of 275 requests shows (both pairs are printed). */
+  static const int periods[] = {100, 1000};
+  for (int n = 0; n < 2; n++)
+    for (int pair = 0; pair < 2; pair++) {
+      char a[32], c[32];
+      snprintf(a, sizeof a, "alone-%d%s", periods[n], pair ? "-2" : "");
+      snprintf(c, sizeof c, "prio-%d%s", periods[n], pair ? "-2" : "");
+      struct run alone = run(a, 0, 1, periods[n]), prio = run(c, 1, 1, periods[n]);
+      double bound = (alone.p99 + TRAIN_MS) * 1.10;
+      double share = 100.0 * prio.train / (100.0 - prio.infer);
+      printf("priority (NVML %d ms): inference p99 %.2f ms alone, %.2f ms beside training "
+             "without priorities, %.2f ms with priorities 90/10 (bound %.2f ms); training "
+             "%.1f%% without, %.1f%% with (%.1f%% of what inference leaves; >= 85 %%)\n",
+             periods[n], alone.p99, open.p99, prio.p99, bound, open.train, prio.train, share);
+      if (pair == 0 && alone.p99 >= INFER_MS && prio.p99 <= bound && share >= 85)
+        break;
+      if (pair == 0) {
+        printf("  ^ missed a bound: the pair runs once more\n");
+        continue;
+      }
+      CHECK(alone.p99 >= INFER_MS, "the exclusive p99 %.2f ms covers its kernels", alone.p99);
+      CHECK(prio.p99 <= bound, "NVML %d ms: p99 %.2f ms within (%.2f + %.1f) ms + 10 %%",
+            periods[n], prio.p99, alone.p99, TRAIN_MS);
+      CHECK(share >= 85, "NVML %d ms: training %.1f%% of the idle device", periods[n], share);
     }
-    CHECK(alone.p99 >= INFER_MS, "the exclusive p99 %.2f ms covers its kernels", alone.p99);
-    CHECK(capped.p99 <= bound, "capped: p99 %.2f ms within (%.2f + %.1f) ms + 10 %%",
-          capped.p99, alone.p99, TRAIN_MS);
-    CHECK(share >= 85, "capped: training %.1f%% of the idle device", share);
-  }
   char rm[128];
   snprintf(rm, sizeof rm, "rm -rf %s", state);
   if (system(rm) != 0)

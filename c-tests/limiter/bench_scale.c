@@ -27,6 +27,13 @@
  *               cuDeviceTotalMem_v2, nvmlDeviceGetMemoryInfo) with the ns
  *               each adds to the same call without the hook, in turns
  *
+ * Then soft mode (issue 34): SOFT_WORKERS workers with requests (1 % each:
+ * 500 % asked) and priorities (1..100) on the device and no hard limit,
+ * one registered process each, so that the sampler schedules the device
+ * every period: its CPU over 2 s with the processes idle, then with each
+ * taking 100 us of tokens every 20 ms (CheckAndRecordComputeOps, as a
+ * launching process: the scheduler sees every worker use its grant).
+ *
  * BENCH_SCALE_ROWS="1x1,500x1" picks the rows (default: the seven below);
  * the first must be 1x1, the baseline of every ratio.
  * The churn test's figures follow the table in `make bench-scale`
@@ -245,6 +252,64 @@ static void row(int n, int p, double out[COLS], double view[2][CALLS]) {
   free(pids);
 }
 
+/* A process of worker `w` registered on the device (see worker_process);
+ * when `busy`, it then takes 100 us of tokens every 20 ms until killed. */
+static pid_t soft_process(const char *w, int busy) {
+  if (!busy)
+    return start_process(w);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("ACCELERATOR_WORKER_ID", w, 1);
+    char me[16];
+    snprintf(me, sizeof me, "%d", (int)getpid());
+    MemoryOpRecord m;
+    memset(&m, 0, sizeof m);
+    if (mem(me, dev, 1 << 20, &m) != RESULT_SUCCESS || m.shouldBlock)
+      _exit(1);
+    for (;;) {
+      ComputeOpRecord r;
+      memset(&r, 0, sizeof r);
+      compute(me, dev, 100000, &r);
+      usleep(20000);
+    }
+  }
+  if (pid < 0) {
+    fprintf(stderr, "cannot fork a process of %s\n", w);
+    exit(1);
+  }
+  return pid;
+}
+
+#define SOFT_WORKERS 500
+
+/* The sampler's CPU (% of a core, over 2 s) with SOFT_WORKERS workers with
+ * requests and priorities on the device, one process each, idle or busy. */
+static double soft(int busy) {
+  pids = calloc(SOFT_WORKERS, sizeof *pids);
+  total = SOFT_WORKERS;
+  char w[64];
+  for (int i = 0; i < SOFT_WORKERS; i++) {
+    snprintf(w, sizeof w, "soft-%d-%d", busy, i);
+    if (setMem(w, dev, 1ULL << 30) != RESULT_SUCCESS || setRequest(w, dev, 1) != RESULT_SUCCESS ||
+        setPriority(w, 1 + (uint32_t)(i % 100)) != RESULT_SUCCESS) {
+      fprintf(stderr, "cannot set up %s\n", w);
+      exit(1);
+    }
+    pids[i] = soft_process(w, busy);
+  }
+  usleep(500 * 1000);
+  double a = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+  usleep(2000 * 1000);
+  double pct = (cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - a) / 2e9 * 100;
+  end_processes();
+  for (int i = 0; i < SOFT_WORKERS; i++) {
+    snprintf(w, sizeof w, "soft-%d-%d", busy, i);
+    removeWorker(NULL, w);
+  }
+  free(pids);
+  return pct;
+}
+
 enum { MAX_ROWS = 32 };
 static const int all_rows[][2] = {{1, 1}, {10, 1}, {100, 1}, {500, 1}, {1, 10}, {1, 100}, {1, 500}};
 
@@ -303,6 +368,7 @@ int main(int argc, char **argv) {
   double r[MAX_ROWS][COLS], view[MAX_ROWS][2][CALLS];
   for (int i = 0; i < rows; i++)
     row(shape[i][0], shape[i][1], r[i], view[i]);
+  double soft_idle = soft(0), soft_busy = soft(1);
   printf("Scale (%s; medians of CPU per call; ratio to N = P = 1 of this run)\n\n", argv[2]);
   table_head(names, COLS);
   for (int i = 0; i < rows; i++) {
@@ -331,5 +397,12 @@ int main(int argc, char **argv) {
              view[i][1][c]);
     printf("\n");
   }
+  /* Issue 34's target: the sampler at most 1 % of a core with 500 idle
+   * workers. */
+  printf("\nSoft mode: the sampler with %d workers with requests (1 %% each) and priorities\n"
+         "(1..100) on the device, one process each, %% of a core over 2 s (target: <= 1 %% idle)\n\n"
+         "| processes | sampler %% |\n|---|---|\n| idle | %.2f |\n| busy (100 us of tokens "
+         "every 20 ms) | %.2f |\n",
+         SOFT_WORKERS, soft_idle, soft_busy);
   return 0;
 }

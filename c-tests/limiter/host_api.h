@@ -21,6 +21,9 @@ static __typeof__(&SetMemHardLimit) setMem;
 static __typeof__(&SetComputeUnitHardLimit) setCompute;
 static __typeof__(&GetProcessMemoryUtilization) procMem;
 static info_fn procInfo;
+static __typeof__(&CheckAndRecordComputeOps) compute;
+static __typeof__(&SetComputeUnitRequest) setRequest;
+static __typeof__(&SetWorkerPriority) setPriority;
 
 static void *host_sym(void *lib, const char *name) {
   void *p = dlsym(lib, name);
@@ -47,6 +50,9 @@ static void host_api_load(const char *limiter, const char *accelerator) {
   *(void **)&setCompute = host_sym(acc, "SetComputeUnitHardLimit");
   *(void **)&procMem = host_sym(acc, "GetProcessMemoryUtilization");
   *(void **)&procInfo = host_sym(acc, "AccelGetProcessInformation");
+  *(void **)&compute = host_sym(lim, "CheckAndRecordComputeOps");
+  *(void **)&setRequest = host_sym(acc, "SetComputeUnitRequest");
+  *(void **)&setPriority = host_sym(acc, "SetWorkerPriority");
   int (*init)(void) = (int (*)(void))host_sym(acc, "AccelInit");
   if (init() != 0) {
     fprintf(stderr, "AccelInit failed\n");

@@ -1,7 +1,10 @@
 //! `depth_cap WORKER DEVICE_UUID N`: cap the worker's queue on the device
 //! at N launches per process (0: no cap), as the host's scheduler does
 //! (`shm::set_depth_cap`), in `$ACCELERATOR_STATE_DIR`'s limits file. The
-//! compute cases' priority case sets it with this.
+//! priority test (c-tests/hook/test_priority.c) checks the hook's gate
+//! with it on caps the scheduler never sets (2, across threads) and on
+//! work the scheduler does not see (graphs, a capture); its priority runs
+//! leave the cap to the scheduler.
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -528,11 +528,17 @@ pub(super) fn priority_of(worker: &str) -> Res<u32> {
     let p = find_ready(&lim.workers, |k| &k.key, worker)
         .map_or(0, |w| lim.workers[w].priority.load(Acquire));
     intact(lim)?;
-    Ok(if p == 0 {
+    Ok(priority_word(p))
+}
+
+/// A worker's priority word as a priority ([`DEFAULT_PRIORITY`] when
+/// never set).
+fn priority_word(p: u64) -> u32 {
+    if p == 0 {
         DEFAULT_PRIORITY
     } else {
         p.min(100) as u32
-    })
+    }
 }
 
 /// Set or clear an AutoFreeze bit ([`MEM_BIT`], [`CU_BIT`]) of `worker` on `uuid`.
@@ -606,8 +612,10 @@ pub(super) fn host_worker(worker: &str) -> Res<Option<&'static LimitWorker>> {
     Ok(found)
 }
 
-/// Every (worker, device, row) the host named, for the list of limits.
-pub(super) fn each_row(mut f: impl FnMut(String, String, &Row)) -> Res<()> {
+/// Every (worker, device, row) the host named, with the worker's priority
+/// (read once per worker, not looked up per entry: 500 workers made that
+/// quadratic in the sampler's every period), for the list of limits.
+pub(super) fn each_row(mut f: impl FnMut(String, String, &Row, u32)) -> Res<()> {
     let lim = host()?;
     let devices: Vec<(usize, String)> = lim
         .devices
@@ -620,8 +628,9 @@ pub(super) fn each_row(mut f: impl FnMut(String, String, &Row)) -> Res<()> {
         if wk.key.state.load(Acquire) != KEY_READY {
             continue;
         }
+        let priority = priority_word(wk.priority.load(Acquire));
         for (d, uuid) in &devices {
-            f(key_name(&wk.key), uuid.clone(), &lim.rows[w][*d]);
+            f(key_name(&wk.key), uuid.clone(), &lim.rows[w][*d], priority);
         }
     }
     intact(lim)

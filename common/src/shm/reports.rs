@@ -129,7 +129,7 @@ pub struct LimitEntry {
 /// Every limit set on the node (from the host-owned limits file).
 pub fn limits() -> Res<Vec<LimitEntry>> {
     let mut out = Vec::new();
-    limits::each_row(|worker, device_uuid, row| {
+    limits::each_row(|worker, device_uuid, row, priority| {
         let mem = row.mem_limit.load(Acquire);
         let cu = row.cu_limit.load(Acquire);
         let req = row.request.load(Acquire).min(100);
@@ -140,13 +140,10 @@ pub fn limits() -> Res<Vec<LimitEntry>> {
                 memory_bytes: (mem != 0).then_some(mem),
                 compute_percent: (cu != 0).then_some(cu as u32),
                 compute_request: (req != 0).then_some(req as u32),
-                priority: limits::DEFAULT_PRIORITY,
+                priority,
             });
         }
     })?;
-    for e in &mut out {
-        e.priority = limits::priority_of(&e.worker)?;
-    }
     Ok(out)
 }
 
@@ -172,7 +169,7 @@ pub struct WorkerShare {
 /// Every worker with a compute request, limit or grant on a device.
 pub fn worker_shares() -> Res<Vec<WorkerShare>> {
     let mut out = Vec::new();
-    limits::each_row(|worker, device_uuid, row| {
+    limits::each_row(|worker, device_uuid, row, priority| {
         let request = row.request.load(Acquire).min(100) as u32;
         let limit = row.cu_limit.load(Acquire).min(100) as u32;
         let granted_bp = (row.granted.load(Acquire) as u32).min(limits::RATE_MAX as u32);
@@ -182,7 +179,7 @@ pub fn worker_shares() -> Res<Vec<WorkerShare>> {
                 device_uuid,
                 request,
                 limit,
-                priority: limits::DEFAULT_PRIORITY,
+                priority,
                 granted_bp,
                 used_ns: 0,
             });
@@ -196,7 +193,6 @@ pub fn worker_shares() -> Res<Vec<WorkerShare>> {
         *used.entry((p.worker, p.device_uuid)).or_default() += p.compute_tokens;
     }
     for e in &mut out {
-        e.priority = limits::priority_of(&e.worker)?;
         e.used_ns = used
             .get(&(e.worker.clone(), e.device_uuid.clone()))
             .copied()

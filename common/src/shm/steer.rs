@@ -181,7 +181,7 @@ pub fn mark_measured(pairs: &std::collections::HashSet<(String, String)>) -> Res
     }
     let now = freeze::now_ms().max(1);
     let mut key = (String::new(), String::new());
-    limits::each_row(|worker, uuid, row| {
+    limits::each_row(|worker, uuid, row, _| {
         key = (worker, uuid);
         if pairs.contains(&key) {
             row.measured_ms.store(now, Release);
