@@ -200,6 +200,15 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) {
   *h = &gpus[i];
   return NVML_SUCCESS;
 }
+/* nvml.h's first versions, still exported (NVML_NO_UNVERSIONED_FUNC_DEFS
+ * declares them) and still called by hooks built with that macro, such as
+ * HAMi-core (tools/hami-bench.sh). They differ from _v2 only on a GPU the
+ * process may not access, which the fake has none of. */
+nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+nvmlReturn_t nvmlDeviceGetCount(unsigned *n) { return nvmlDeviceGetCount_v2(n); }
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned i, void **h) {
+  return nvmlDeviceGetHandleByIndex_v2(i, h);
+}
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **h) {
   ENTER();
   for (int i = 0; i < 2; i++)
