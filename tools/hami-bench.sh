@@ -150,7 +150,7 @@ while [ "$run" -le "$RUNS" ]; do
   fi
   sed -e 's/^before, unlimited worker/HAMi-core, unlimited    /' \
       -e 's/^before, limited worker  /HAMi-core, limited      /' "$dir/out" | tee "$dir/named"
-  # The first table's rows: mode, then alloc+free added (NF-7), launch added (NF-1).
+  # The first table's rows: mode, then alloc+free added (NF-6), launch added (NF-1).
   awk -v run="$run" '/^hook overhead/ {t=1; next} t && /^$/ {exit}
     t && !/^mode/ {m=$0; sub(/ +[0-9].*$/, "", m); printf "%s\t%s\t%s\t%s\n", run, m, $(NF-6), $(NF-1)}' \
     "$dir/named" >> "$summary"
