@@ -5,8 +5,9 @@
  *      (H100 GPU-instance profiles), GPM supported, NUMA node 0;
  *   1  "NVIDIA A40": Ampere GA102, 84 SMs, no MIG, no GPM, NUMA unsupported.
  * They are joined by 4 NVLinks (version 4 seen from GPU 0, 3 from GPU 1) and
- * share a host bridge. Only the symbols the vendor uses are exported; the
- * vendor treats any other as "not supported".
+ * share a host bridge. Only the symbols the vendor uses are exported (and
+ * three first versions HAMi-core calls, for `make hami-bench`); the vendor
+ * treats any other as "not supported".
  *
  * Scripting (read on every call):
  *   FAKE_NVML_FAIL=<function>  that function returns NVML_ERROR_UNKNOWN
