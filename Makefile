@@ -215,6 +215,7 @@ Benchmarks (not part of `make test`)
   bench-universal       the universal build's size and load time beside each single-vendor build's
   bench-nvidia          the NVIDIA vendor against its fakes
   hook-bench            the CUDA hook's added cost per allocation, lookup, launch and memory view
+  hami-bench            hook-bench with HAMi-core beside our hook (HAMI_CORE=<its checkout>, HAMI_RUNS=3)
   bench-scale           host calls, sampler, state, hook view at 1-500 workers x 1-500 processes; churn
 Maintenance
   hook-table            regenerate docs/hook.md's entry-point table

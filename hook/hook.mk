@@ -66,6 +66,21 @@ hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
 	  $(if $(HOOK_BEFORE),$(abspath $(HOOK_BEFORE)))
 
 bench: hook-bench
+
+# HAMI_CORE=<a HAMi-core work tree or bare git dir>: bench_hook with HAMi-core
+# (built -O2 here) in its "before" modes, beside the driver and our hook in
+# the same turns, HAMI_RUNS times (tools/hami-bench.sh; docs/hook.md's
+# Overhead). Not part of `make bench` or `make test`: the project does not
+# depend on HAMi-core.
+HAMI_RUNS ?= 3
+.PHONY: hami-bench
+ifneq ($(filter hami-bench,$(MAKECMDGOALS)),)
+ifeq ($(strip $(HAMI_CORE)),)
+$(error hami-bench needs HAMI_CORE=<a HAMi-core checkout> (github.com/Project-HAMi/HAMi-core))
+endif
+endif
+hami-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook $(CUDART12)
+	$(HOOK_TEST_ENV) tools/hami-bench.sh $(HAMI_CORE) $(BUILD) $(HAMI_RUNS)
 TEST_RUN_EXTRA += hook-test
 
 # ---- every path that takes device memory (issue 35), each reached five ways

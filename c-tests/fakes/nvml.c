@@ -5,8 +5,9 @@
  *      (H100 GPU-instance profiles), GPM supported, NUMA node 0;
  *   1  "NVIDIA A40": Ampere GA102, 84 SMs, no MIG, no GPM, NUMA unsupported.
  * They are joined by 4 NVLinks (version 4 seen from GPU 0, 3 from GPU 1) and
- * share a host bridge. Only the symbols the vendor uses are exported; the
- * vendor treats any other as "not supported".
+ * share a host bridge. Only the symbols the vendor uses are exported (and
+ * three first versions HAMi-core calls, for `make hami-bench`); the vendor
+ * treats any other as "not supported".
  *
  * Scripting (read on every call):
  *   FAKE_NVML_FAIL=<function>  that function returns NVML_ERROR_UNKNOWN
@@ -199,6 +200,15 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) {
     return NVML_ERROR_INVALID_ARGUMENT;
   *h = &gpus[i];
   return NVML_SUCCESS;
+}
+/* nvml.h's first versions, still exported (NVML_NO_UNVERSIONED_FUNC_DEFS
+ * declares them) and still called by hooks built with that macro, such as
+ * HAMi-core (tools/hami-bench.sh). They differ from _v2 only on a GPU the
+ * process may not access, which the fake has none of. */
+nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+nvmlReturn_t nvmlDeviceGetCount(unsigned *n) { return nvmlDeviceGetCount_v2(n); }
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned i, void **h) {
+  return nvmlDeviceGetHandleByIndex_v2(i, h);
 }
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **h) {
   ENTER();
