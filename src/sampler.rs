@@ -270,9 +270,51 @@ struct Sampler {
     seen: HashSet<(String, String)>,
     /// Soft mode's scheduler (`schedule.rs`).
     scheduler: crate::schedule::Scheduler,
+    /// The node's limits, read again only when they move.
+    limits: shm::LimitsList,
+    /// What the sampler derives from them.
+    plan: Option<Plan>,
     /// Vendor errors: when last reported, how many since.
     error_told: Option<Instant>,
     errors: u64,
+}
+
+/// What the sampler derives from the node's limits, made again only when
+/// they change (the version of `shm::LimitsList::current`).
+struct Plan {
+    version: u64,
+    /// The devices where a worker has a request or a priority (soft mode's
+    /// scheduler runs there).
+    scheduled: HashSet<String>,
+    /// The devices the sampler reads: those, and those with a compute limit.
+    devices: Vec<String>,
+    /// Per device, the workers with a compute limit there, or any limit on
+    /// a scheduled device.
+    limited: HashMap<String, HashSet<String>>,
+}
+
+impl Plan {
+    fn of(limits: &[shm::LimitEntry], version: u64) -> Plan {
+        let scheduled: HashSet<String> = crate::schedule::scheduled(limits)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let mut limited: HashMap<String, HashSet<String>> = HashMap::new();
+        for e in limits {
+            if e.compute_percent.is_some() || scheduled.contains(&e.device_uuid) {
+                limited
+                    .entry(e.device_uuid.clone())
+                    .or_default()
+                    .insert(e.worker.clone());
+            }
+        }
+        Plan {
+            version,
+            devices: limited.keys().cloned().collect(),
+            scheduled,
+            limited,
+        }
+    }
 }
 
 /// A device's reading this period.
@@ -322,43 +364,32 @@ impl Sampler {
         let Ok(v) = vendor() else {
             return;
         };
-        let limits = shm::limits().unwrap_or_default();
-        // Soft mode: on a device with a request or priority, every worker
-        // with a process there is scheduled, and measured.
-        let mut procs = None;
-        let scheduled: HashSet<String> = crate::schedule::scheduled(&limits)
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        // Per device, the workers measured there: a set, since every
-        // process the books list is looked up in it (docs/scale.md).
-        let mut limited: HashMap<String, HashSet<String>> = HashMap::new();
-        if !scheduled.is_empty() {
-            let p = shm::processes().unwrap_or_default();
-            self.scheduler.tick(&limits, &p);
-            for p in &p {
-                if !p.worker.is_empty() && scheduled.contains(&p.device_uuid) {
-                    limited
-                        .entry(p.device_uuid.clone())
-                        .or_default()
-                        .insert(p.worker.clone());
-                }
-            }
-            procs = Some(p);
+        let mut limits = std::mem::take(&mut self.limits);
+        let (list, version) = limits.current();
+        if self.plan.as_ref().is_none_or(|p| p.version != version) {
+            self.plan = Some(Plan::of(list, version));
         }
-        for e in limits {
-            if e.compute_percent.is_some() || scheduled.contains(&e.device_uuid) {
-                limited.entry(e.device_uuid).or_default().insert(e.worker);
-            }
-        }
-        if limited.is_empty() {
+        self.measure(v, list);
+        self.limits = limits;
+    }
+
+    fn measure(&mut self, v: &dyn Vendor, limits: &[shm::LimitEntry]) {
+        let Some(plan) = self.plan.take() else {
+            return;
+        };
+        self.measure_with(v, limits, &plan);
+        self.plan = Some(plan);
+    }
+
+    fn measure_with(&mut self, v: &dyn Vendor, limits: &[shm::LimitEntry], plan: &Plan) {
+        if plan.devices.is_empty() {
             return self.standby();
         }
         // The driver first, then the books: the tokens are read as close as
         // can be to the charges stored below, so the launches counted at
         // the next sample were all charged the new charge.
         let mut readings = HashMap::new();
-        for uuid in limited.keys() {
+        for uuid in &plan.devices {
             match v.process_utilization(uuid, self.since.get(uuid).copied().unwrap_or(0)) {
                 Ok(samples) => {
                     readings.insert(uuid.clone(), self.reading(uuid, &samples));
@@ -368,12 +399,50 @@ impl Sampler {
             }
         }
         // Nothing newer on any device (a driver samples every 1/6 s to 1 s):
-        // the books are not read, and the workers they named are measured
-        // with their charges unchanged, as below.
-        if readings
+        // the books are not read for the charges, and the workers they
+        // named are measured with their charges unchanged, as below.
+        let fresh = readings
             .values()
-            .all(|r| matches!(r, Reading::Nothing { first: false }))
-        {
+            .any(|r| !matches!(r, Reading::Nothing { first: false }));
+        // The scheduler reads the books of the workers it must see now
+        // (all of them when the charges need them anyway).
+        let mut procs = None;
+        if !plan.scheduled.is_empty() {
+            let s = &mut self.scheduler;
+            s.next_period();
+            let named = match s.walked() {
+                Some(g) if !fresh => shm::processes_named(s.due(), false, g).ok().flatten(),
+                _ => None,
+            };
+            let p = match named {
+                Some(p) => p,
+                None => {
+                    let (p, g) =
+                        shm::processes_of(|w| s.reads(w, fresh), false).unwrap_or_default();
+                    s.walked_now(g);
+                    p
+                }
+            };
+            s.tick(limits, plan.version, &p);
+            procs = fresh.then_some(p);
+        }
+        if !fresh && self.seen.is_empty() {
+            return;
+        }
+        // Per device, the workers measured there: those the limits name,
+        // and on a scheduled device every worker with a process there. A
+        // set, since every process the books list is looked up in it
+        // (docs/scale.md).
+        let mut limited = plan.limited.clone();
+        for uuid in &plan.scheduled {
+            let ws = limited.entry(uuid.clone()).or_default();
+            for w in self.scheduler.workers_on(uuid) {
+                if !ws.contains(w) {
+                    ws.insert(w.to_owned());
+                }
+            }
+        }
+        if !fresh {
             self.seen
                 .retain(|(w, u)| limited.get(u).is_some_and(|ws| ws.contains(w)));
             let _ = shm::mark_measured(&self.seen);

@@ -48,7 +48,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -169,6 +169,10 @@ pub(super) struct View {
     /// Processes registered by `AddWorkerProcess` here: pid → (worker's
     /// directory, slot, device).
     pub(super) added: HashMap<i32, (String, usize, usize)>,
+    /// Moves whenever a worker's directory comes, goes or changes: a
+    /// caller that keeps the workers it saw walks them all again
+    /// (`reports::processes_named`).
+    generation: u64,
 }
 
 static VIEW: Mutex<Option<View>> = Mutex::new(None);
@@ -250,6 +254,7 @@ impl View {
             next_serial: 1,
             kept: 0,
             visible: Visible::default(),
+            generation: 0,
             added: HashMap::new(),
         }
     }
@@ -282,6 +287,9 @@ impl View {
                     changed.push((ev.wd, ev.mask & libc::IN_IGNORED != 0));
                 }
             });
+            if !whole || relist || !created.is_empty() || !gone.is_empty() || !changed.is_empty() {
+                self.generation += 1;
+            }
             if !whole || relist {
                 self.listed = false;
                 if relist {
@@ -348,6 +356,7 @@ impl View {
     /// List the workers' directory (watching it first, so nothing created
     /// meanwhile is missed).
     fn relist(&mut self) {
+        self.generation += 1;
         if self.root_wd.is_none() {
             if let Some(n) = &self.notices {
                 self.root_wd = n.watch(&self.root);
@@ -378,6 +387,7 @@ impl View {
     }
 
     fn forget(&mut self, name: &str) {
+        self.generation += 1;
         if let Some(Entry::Kept(k)) = self.names.remove(name) {
             self.drop_kept(&k);
         }
@@ -429,6 +439,16 @@ impl View {
         }
     }
 
+    /// Moves whenever a worker's directory comes, goes or changes.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The workers' directory.
+    pub(super) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The books in directory `name` of the workers' directory; None when
     /// there are none.
     pub(super) fn books(&mut self, name: &str) -> Res<Option<Arc<Kept>>> {
@@ -437,6 +457,7 @@ impl View {
             // Not listed (no notices): a directory made since the listing.
             if self.root.join(name).is_dir() {
                 self.names.insert(name.to_string(), Entry::New);
+                self.generation += 1;
             }
         }
         match self.names.get(name) {
