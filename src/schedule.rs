@@ -48,6 +48,9 @@ pub(crate) struct Claim {
     /// The most a hungry worker wants this period, its request aside:
     /// [`growth`] of its grant in force.
     pub most: u32,
+    /// Its books are read once a sweep only (it launched nothing for a
+    /// while): it keeps its request in its grant.
+    pub quiet: bool,
 }
 
 /// The most a hungry worker is granted above its request, from `granted`
@@ -100,12 +103,14 @@ pub(crate) fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
             *g = (u64::from(*g) * u64::from(capacity) / floors) as u32;
         }
     }
-    // A worker that does not want its request now keeps it in its grant
-    // (above what it is given below, which takes nothing from the others
-    // unless it grows): a request is guaranteed from its worker's first
-    // launch, before a read of its books sees it launch (a quiet worker's
-    // are read once a `SWEEP`). Shrunk as the floors are when the
-    // requests add up to more than the device.
+    // A quiet worker keeps its request in its grant (above what it is
+    // given below, which takes nothing from the others unless it grows):
+    // its request is guaranteed from its first launch, before a read of
+    // its books sees it launch (they are read once a `SWEEP`). Shrunk as
+    // the floors are when the requests add up to more than the device.
+    // Not a worker read every period: one that uses less than its
+    // request, granted all of it, would look sated for good beside a
+    // hungry one (and, without a limit, be granted the whole device).
     let requests: u64 = claims.iter().map(|c| u64::from(c.request)).sum();
     let kept = |c: &Claim| {
         (u64::from(c.request) * u64::from(capacity) / requests.max(u64::from(capacity))) as u32
@@ -122,9 +127,10 @@ pub(crate) fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
     }
     for (i, c) in claims.iter().enumerate() {
         if let Some(used) = c.used {
-            grant[i] = grant[i]
-                .max(used.saturating_add(headroom(used)))
-                .max(kept(c));
+            grant[i] = grant[i].max(used.saturating_add(headroom(used)));
+            if c.quiet {
+                grant[i] = grant[i].max(kept(c));
+            }
         }
         grant[i] = grant[i].min(c.limit.min(DEVICE)).max(MIN_GRANT);
     }
@@ -193,7 +199,7 @@ struct Kept {
     word: u64,
     /// Its live processes there, by (pid namespace, pid there, start
     /// time): their tokens when its books were last read.
-    procs: HashMap<(u64, i32, u64), u64>,
+    procs: Tokens,
     /// When its books were last read.
     read: Option<Instant>,
 }
@@ -238,6 +244,13 @@ const QUIET_READS: u32 = 5;
 /// period (their pages are cold: 30–50 µs each on the 2-core test
 /// machine, docs/scale.md).
 const SWEEP: usize = 100;
+
+/// Per (worker, device) the limits name: (request, hard limit, priority),
+/// the first two in bp.
+type Named = HashMap<(String, String), (u32, u32, u32)>;
+
+/// A process's (pid namespace, pid there, start time) and its tokens.
+type Tokens = HashMap<(u64, i32, u64), u64>;
 
 /// One worker with books, as the scheduler keeps it.
 #[derive(Default)]
@@ -284,9 +297,17 @@ pub(crate) struct Scheduler {
     /// The limits the last tick saw (the version of
     /// `shm::LimitsList::current`): per (worker, device) named there,
     /// (request, limit, priority), bp.
-    limits: Option<(u64, HashMap<(String, String), (u32, u32, u32)>)>,
+    limits: Option<(u64, Named)>,
     /// The scheduled devices of those limits.
     devices: HashSet<String>,
+    /// When the last period ticked: a worker first read now is recorded
+    /// over that span, its launches not counted yet (a new process's
+    /// tokens start at its first read).
+    last: Option<Instant>,
+    /// The last allocation changed a grant (or could not store one): the
+    /// next period allocates again, since a hungry worker's claim grows
+    /// with its grant ([`growth`]).
+    moved: bool,
 }
 
 impl Scheduler {
@@ -374,6 +395,7 @@ impl Scheduler {
     /// of the workers whose books it read ([`Self::due`], [`Self::reads`]).
     pub fn tick(&mut self, limits: &[shm::LimitEntry], version: u64, procs: &[shm::ProcessUsage]) {
         let now = Instant::now();
+        let last = self.last.replace(now);
         let period = self.period;
         let mut dirty = false;
         if self.limits.as_ref().is_none_or(|(v, _)| *v != version) {
@@ -421,7 +443,7 @@ impl Scheduler {
             });
         }
         // Per worker read now, per scheduled device: its live processes' tokens.
-        let mut seen: HashMap<&str, HashMap<&str, HashMap<(u64, i32, u64), u64>>> = HashMap::new();
+        let mut seen: HashMap<&str, HashMap<&str, Tokens>> = HashMap::new();
         for p in procs {
             if p.worker.is_empty() || !self.devices.contains(&p.device_uuid) {
                 continue;
@@ -486,7 +508,7 @@ impl Scheduler {
                     // sweep says nothing of what it wants now; hungry
                     // until its next period says otherwise.
                     k.ticks.clear();
-                } else if let Some(t) = k.read {
+                } else if let Some(t) = k.read.or(last) {
                     k.record(delta as f64, rate, now.duration_since(t).as_nanos() as f64);
                 }
                 dirty |= k.used() != was;
@@ -511,15 +533,16 @@ impl Scheduler {
                 }
             }
         }
-        if dirty {
-            self.allocate_all();
+        if dirty || self.moved {
+            self.moved = self.allocate_all();
         }
     }
 
-    /// Every scheduled device's grants, stored where they changed.
-    fn allocate_all(&mut self) {
+    /// Every scheduled device's grants, stored where they changed;
+    /// whether any did (or failed to).
+    fn allocate_all(&mut self) -> bool {
         let Some((_, named)) = &self.limits else {
-            return;
+            return false;
         };
         let mut by_device: HashMap<&str, Vec<(&str, Claim, u64)>> = HashMap::new();
         for (worker, w) in &self.workers {
@@ -537,6 +560,7 @@ impl Scheduler {
                     priority,
                     used: k.used(),
                     most: growth(k.word as u32),
+                    quiet: w.quiet >= QUIET_READS,
                 };
                 by_device
                     .entry(uuid)
@@ -553,6 +577,10 @@ impl Scheduler {
                 }
             }
         }
+        let moved = !changed.is_empty();
+        if std::env::var_os("DBG_SAMPLER").is_some() {
+            eprintln!("DBG alloc {changed:?}");
+        }
         for (worker, uuid, word) in changed {
             if shm::set_granted(&worker, &uuid, word).is_ok() {
                 if let Some(k) = self
@@ -564,11 +592,15 @@ impl Scheduler {
                 }
             }
         }
+        moved
     }
 }
 
 /// A worker's grant on a device it left: withdrawn (its hard limit applies).
 fn withdraw(worker: &str, uuid: &str, k: &Kept) {
+    if std::env::var_os("DBG_SAMPLER").is_some() {
+        eprintln!("DBG withdraw {worker} {}", k.word);
+    }
     if k.word != 0 {
         let _ = shm::set_granted(worker, uuid, 0);
     }
@@ -623,6 +655,125 @@ pub(crate) fn scheduled(limits: &[shm::LimitEntry]) -> HashSet<&str> {
 mod tests {
     use super::*;
 
+    const GPU: &str = "GPU-0";
+
+    fn limit(worker: &str) -> shm::LimitEntry {
+        shm::LimitEntry {
+            worker: worker.into(),
+            device_uuid: GPU.into(),
+            memory_bytes: None,
+            compute_percent: None,
+            compute_request: Some(10),
+            priority: 50,
+        }
+    }
+
+    fn process(worker: &str, pid: i32, tokens: u64) -> shm::ProcessUsage {
+        shm::ProcessUsage {
+            pid,
+            namespace_pid: pid,
+            pid_namespace: 1,
+            start_time: 1,
+            worker: worker.into(),
+            device_uuid: GPU.into(),
+            memory_bytes: 0,
+            compute_tokens: tokens,
+            compute_share: 0,
+        }
+    }
+
+    /// One period of `s` as the sampler runs it: a walk when `walk`, else
+    /// the due workers by name; `tokens` per worker; returns those read.
+    fn period(
+        s: &mut Scheduler,
+        limits: &[shm::LimitEntry],
+        walk: bool,
+        tokens: &[(&str, u64)],
+    ) -> Vec<String> {
+        s.next_period();
+        let read: Vec<String> = if walk {
+            let r = tokens
+                .iter()
+                .filter(|(w, _)| s.reads(w, false))
+                .map(|(w, _)| w.to_string())
+                .collect();
+            s.walked_now(7);
+            r
+        } else {
+            s.due().map(str::to_owned).collect()
+        };
+        let procs: Vec<shm::ProcessUsage> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, (w, _))| read.iter().any(|r| r == w))
+            .map(|(i, &(w, t))| process(w, i as i32 + 100, t))
+            .collect();
+        s.tick(limits, 1, &procs);
+        let mut read = read;
+        read.sort();
+        read
+    }
+
+    #[test]
+    fn quiet_workers_are_read_once_a_sweep_and_a_launch_makes_them_active() {
+        let limits = [limit("a"), limit("b")];
+        let mut s = Scheduler::default();
+        // A walk finds both; each is read every period until quiet.
+        assert_eq!(
+            period(&mut s, &limits, true, &[("a", 0), ("b", 0)]),
+            ["a", "b"]
+        );
+        let mut b = 0;
+        for _ in 0..QUIET_READS {
+            b += 1_000;
+            assert_eq!(
+                period(&mut s, &limits, false, &[("a", 0), ("b", b)]),
+                ["a", "b"]
+            );
+        }
+        // `a` launched nothing in QUIET_READS reads: quiet; `b` is read on.
+        assert_eq!(period(&mut s, &limits, false, &[("a", 0), ("b", b)]), ["b"]);
+        // `b` goes quiet too; then nobody is read until a sweep.
+        let mut reads = 0;
+        for _ in 0..SWEEP + QUIET_READS as usize {
+            reads += period(&mut s, &limits, false, &[("a", 0), ("b", b)]).len();
+        }
+        // `b` was read until quiet (QUIET_READS - 1 more), then each once
+        // by its sweep.
+        assert_eq!(reads, QUIET_READS as usize - 1 + 2);
+        // A sweep that finds `a` launching makes it active, and hungry.
+        let mut launched = false;
+        for _ in 0..SWEEP {
+            let read = period(&mut s, &limits, false, &[("a", 5_000), ("b", b)]);
+            if read.iter().any(|r| r == "a") {
+                launched = true;
+                break;
+            }
+        }
+        assert!(launched);
+        assert_eq!(
+            period(&mut s, &limits, false, &[("a", 9_000), ("b", b)]),
+            ["a"]
+        );
+        let a = &s.workers["a"].on[GPU];
+        assert_eq!(a.ticks.len(), 1, "the sweep's span is not counted");
+        // A walk when the driver sampled reads every worker, quiet or not.
+        s.next_period();
+        assert!(!s.reads("b", false));
+        assert!(s.reads("b", true));
+    }
+
+    #[test]
+    fn a_worker_whose_books_are_gone_is_forgotten_at_the_next_walk() {
+        let limits = [limit("a"), limit("b")];
+        let mut s = Scheduler::default();
+        period(&mut s, &limits, true, &[("a", 0), ("b", 0)]);
+        assert!(s.workers.contains_key("b"));
+        period(&mut s, &limits, true, &[("a", 0)]);
+        assert!(!s.workers.contains_key("b"));
+        assert!(s.workers.contains_key("a"));
+    }
+
     fn hungry(request: u32, limit: u32, priority: u32) -> Claim {
         Claim {
             request: request * 100,
@@ -630,6 +781,7 @@ mod tests {
             priority,
             used: None,
             most: DEVICE,
+            quiet: false,
         }
     }
 
@@ -720,20 +872,23 @@ mod tests {
 
     #[test]
     fn an_idle_worker_donates_what_it_does_not_use() {
-        // Request 70, using 20: it keeps its request (its floor from its
-        // next launch on), the best-effort worker is given all the rest
-        // of what it uses.
+        // Request 70, using 20: it is granted its use and headroom, the
+        // best-effort worker all the rest of what it uses.
         let g = shares(&[using(70, 100, 50, 20), hungry(0, 100, 50)]);
-        assert_eq!(g, [70, 80]);
-        // Idle: its request kept; a hungry worker takes the device.
+        assert_eq!(g, [40, 80]);
+        // Idle: the headroom alone; a hungry worker takes the device.
         let g = shares(&[using(50, 100, 50, 0), hungry(0, 100, 50)]);
-        assert_eq!(g, [50, 100]);
-        // Best-effort and idle: the headroom alone.
-        let g = shares(&[using(0, 100, 50, 0), hungry(0, 100, 50)]);
         assert_eq!(g, [10, 100]);
-        // Requests of idle workers that add up to more than the device
+        // Quiet (its books read once a sweep): its request kept, so that
+        // it has it from its first launch.
+        let quiet = |c: Claim| Claim { quiet: true, ..c };
+        let g = shares(&[quiet(using(50, 100, 50, 0)), hungry(0, 100, 50)]);
+        assert_eq!(g, [50, 100]);
+        let g = shares(&[quiet(using(0, 100, 50, 0)), hungry(0, 100, 50)]);
+        assert_eq!(g, [10, 100]);
+        // Requests of quiet workers that add up to more than the device
         // are kept shrunk, as floors are.
-        let g = shares(&[using(60, 100, 50, 0), using(90, 100, 50, 0)]);
+        let g = shares(&[quiet(using(60, 100, 50, 0)), quiet(using(90, 100, 50, 0))]);
         assert_eq!(g, [40, 60]);
         // Headroom never above the limit.
         assert_eq!(shares(&[using(0, 30, 50, 25)]), [30]);
@@ -808,11 +963,11 @@ mod tests {
             w.iter().map(|&w| share(w)).collect::<Vec<_>>(),
             [2_880, 6_720]
         );
-        // Not full: what each used, plus headroom, or its request.
+        // Not full: what each used, plus headroom.
         let w = grant_words(vec![using(30, 100, 50, 20), using(70, 100, 50, 20)]);
         assert_eq!(
             w.iter().map(|&w| share(w)).collect::<Vec<_>>(),
-            [4_000, 6_720]
+            [4_000, 4_000]
         );
     }
 
