@@ -578,9 +578,6 @@ impl Scheduler {
             }
         }
         let moved = !changed.is_empty();
-        if std::env::var_os("DBG_SAMPLER").is_some() {
-            eprintln!("DBG alloc {changed:?}");
-        }
         for (worker, uuid, word) in changed {
             if shm::set_granted(&worker, &uuid, word).is_ok() {
                 if let Some(k) = self
@@ -598,9 +595,6 @@ impl Scheduler {
 
 /// A worker's grant on a device it left: withdrawn (its hard limit applies).
 fn withdraw(worker: &str, uuid: &str, k: &Kept) {
-    if std::env::var_os("DBG_SAMPLER").is_some() {
-        eprintln!("DBG withdraw {worker} {}", k.word);
-    }
     if k.word != 0 {
         let _ = shm::set_granted(worker, uuid, 0);
     }
