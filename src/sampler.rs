@@ -411,14 +411,14 @@ impl Sampler {
             let s = &mut self.scheduler;
             s.next_period();
             let named = match s.walked() {
-                Some(g) if !fresh => shm::processes_named(s.due(), false, g).ok().flatten(),
+                Some(g) if !fresh => shm::processes_named(|t| s.due(t), false, g).ok().flatten(),
                 _ => None,
             };
             let p = match named {
                 Some(p) => p,
                 None => {
                     let (p, g) =
-                        shm::processes_of(|w| s.reads(w, fresh), false).unwrap_or_default();
+                        shm::processes_of(|w, t| s.reads(w, fresh, t), false).unwrap_or_default();
                     s.walked_now(g);
                     p
                 }

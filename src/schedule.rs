@@ -335,8 +335,9 @@ impl Scheduler {
 
     /// Whether this period reads the books of `worker` (asked of every
     /// worker with books, before they are touched: `shm::processes_of`);
-    /// `all`: the sampler reads every worker's anyway.
-    pub fn reads(&mut self, worker: &str, all: bool) -> bool {
+    /// `all`: the sampler reads every worker's anyway; `touched`: a process
+    /// opened its books or one of its processes exited.
+    pub fn reads(&mut self, worker: &str, all: bool, touched: bool) -> bool {
         let w = match self.workers.get_mut(worker) {
             Some(w) => w,
             None => {
@@ -345,6 +346,10 @@ impl Scheduler {
             }
         };
         w.offered = self.period;
+        if touched && w.quiet >= QUIET_READS {
+            w.quiet = 0;
+            self.active.insert(worker.to_owned());
+        }
         let due = all || w.quiet < QUIET_READS || w.swept;
         if due && !w.read {
             w.read = true;
@@ -368,9 +373,16 @@ impl Scheduler {
     }
 
     /// The workers whose books this period reads, when no worker came or
-    /// went since the last walk: those not quiet, and the quiet ones
-    /// whose sweep is due.
-    pub fn due(&mut self) -> impl Iterator<Item = &str> {
+    /// went since the last walk: those not quiet, the quiet ones whose
+    /// sweep is due, and those `touched` (a process opened their books,
+    /// or one of theirs exited: they are not quiet any more).
+    pub fn due(&mut self, touched: HashSet<String>) -> Vec<String> {
+        for name in touched {
+            if let Some(w) = self.workers.get_mut(&name) {
+                w.quiet = 0;
+                self.active.insert(name);
+            }
+        }
         for name in self.active.iter().chain(&self.sweep) {
             if let Some(w) = self.workers.get_mut(name) {
                 if !w.read {
@@ -380,7 +392,7 @@ impl Scheduler {
                 }
             }
         }
-        self.now.iter().map(String::as_str)
+        self.now.clone()
     }
 
     /// The workers with a live process on device `uuid` (read or kept).
@@ -688,13 +700,13 @@ mod tests {
         let read: Vec<String> = if walk {
             let r = tokens
                 .iter()
-                .filter(|(w, _)| s.reads(w, false))
+                .filter(|(w, _)| s.reads(w, false, false))
                 .map(|(w, _)| w.to_string())
                 .collect();
             s.walked_now(7);
             r
         } else {
-            s.due().map(str::to_owned).collect()
+            s.due(HashSet::new())
         };
         let procs: Vec<shm::ProcessUsage> = tokens
             .iter()
@@ -753,8 +765,15 @@ mod tests {
         assert_eq!(a.ticks.len(), 1, "the sweep's span is not counted");
         // A walk when the driver sampled reads every worker, quiet or not.
         s.next_period();
-        assert!(!s.reads("b", false));
-        assert!(s.reads("b", true));
+        assert!(!s.reads("b", false, false));
+        assert!(s.reads("b", true, false));
+        // A process opened the books of quiet `b` (or one of its exited):
+        // read now, and every period until quiet again.
+        s.next_period();
+        let mut due = s.due(HashSet::from(["b".to_string()]));
+        due.sort();
+        assert_eq!(due, ["a", "b"]);
+        assert!(s.active.contains("b"));
     }
 
     #[test]

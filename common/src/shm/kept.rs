@@ -44,7 +44,7 @@ use super::events::{self, Exits, Notices};
 use super::workers::{dir_name, worker_of_dir, WORKERS_DIR};
 use super::*;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
@@ -173,6 +173,9 @@ pub(super) struct View {
     /// caller that keeps the workers it saw walks them all again
     /// (`reports::processes_named`).
     generation: u64,
+    /// Workers (ids) whose books a process opened, or one of whose
+    /// processes exited, since [`View::take_touched`].
+    touched: HashSet<String>,
 }
 
 static VIEW: Mutex<Option<View>> = Mutex::new(None);
@@ -255,6 +258,7 @@ impl View {
             kept: 0,
             visible: Visible::default(),
             generation: 0,
+            touched: HashSet::new(),
             added: HashMap::new(),
         }
     }
@@ -266,6 +270,7 @@ impl View {
             let mut created = Vec::new();
             let mut gone = Vec::new();
             let mut changed = Vec::new();
+            let mut opened = Vec::new();
             let mut relist = false;
             let root_wd = self.root_wd;
             let whole = n.drain(|ev| {
@@ -283,10 +288,19 @@ impl View {
                     } else if ev.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
                         created.push(name);
                     }
+                } else if ev.mask & !(libc::IN_OPEN | libc::IN_ISDIR) == 0 {
+                    opened.push(ev.wd);
                 } else {
                     changed.push((ev.wd, ev.mask & libc::IN_IGNORED != 0));
                 }
             });
+            for wd in opened {
+                if let Some(Entry::Kept(k)) = self.by_wd.get(&wd).and_then(|n| self.names.get(n)) {
+                    if !self.touched.contains(&k.worker) {
+                        self.touched.insert(k.worker.clone());
+                    }
+                }
+            }
             if !whole || relist || !created.is_empty() || !gone.is_empty() || !changed.is_empty() {
                 self.generation += 1;
             }
@@ -343,12 +357,13 @@ impl View {
                     if let Some(w) = lock(&k.watches).get_mut(slot) {
                         w.dead = true;
                         w.pidfd = None;
-                        exited.push(w.pid);
+                        exited.push((w.pid, k.worker.clone()));
                     }
                 }
             });
-            for pid in exited {
+            for (pid, worker) in exited {
                 self.added.remove(&pid);
+                self.touched.insert(worker);
             }
         }
     }
@@ -442,6 +457,12 @@ impl View {
     /// Moves whenever a worker's directory comes, goes or changes.
     pub(super) fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// The workers whose books a process opened, or one of whose
+    /// processes exited, since the last call.
+    pub(super) fn take_touched(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.touched)
     }
 
     /// The workers' directory.

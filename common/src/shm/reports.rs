@@ -1,6 +1,7 @@
 //! Limits and reports, for libaccelerator and its vendors.
 
 use super::*;
+use std::collections::HashSet;
 
 pub(super) fn set_once(
     word: &AtomicU64,
@@ -299,11 +300,23 @@ pub struct ProcessUsage {
 /// caller cannot see (a sibling container's, from inside a container) is
 /// left out: it has no pid here. The host sees every container's processes.
 pub fn processes() -> Res<Vec<ProcessUsage>> {
-    processes_of(|_| true, true).map(|(p, _)| p)
+    let mut out = Vec::new();
+    let mut g = kept::view();
+    let Some(view) = g.as_mut() else {
+        return Ok(out);
+    };
+    view.each(|view, k| match k {
+        Ok(k) => of_books(view, &k, true, &mut out),
+        Err((dir, why)) => workers::skip(&dir, &why),
+    });
+    Ok(out)
 }
 
 /// [`processes`] of the workers `read` names: it is asked of each worker
-/// with books (its id), before its books are touched, so that a caller
+/// with books (its id, and whether a process opened its books or one of
+/// its processes exited since the last call of this or
+/// [`processes_named`]: one caller in a process, the sampler), before its
+/// books are touched, so that a caller
 /// that needs only some of them (the sampler's scheduler, every period:
 /// docs/scale.md) pays for those alone. Without `bytes`, each entry's
 /// `memory_bytes` is 0, not read: bounding it by the worker's memory
@@ -311,7 +324,7 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
 /// counting tokens alone need not pay. Also returns the generation of the
 /// set of workers with books, for [`processes_named`].
 pub fn processes_of(
-    mut read: impl FnMut(&str) -> bool,
+    mut read: impl FnMut(&str, bool) -> bool,
     bytes: bool,
 ) -> Res<(Vec<ProcessUsage>, u64)> {
     let mut out = Vec::new();
@@ -319,19 +332,24 @@ pub fn processes_of(
     let Some(view) = g.as_mut() else {
         return Ok((out, 0));
     };
+    let touched = view.take_touched();
     view.each(|view, k| match k {
-        Ok(k) if read(&k.worker) => of_books(view, &k, bytes, &mut out),
+        Ok(k) if read(&k.worker, touched.contains(&k.worker)) => {
+            of_books(view, &k, bytes, &mut out)
+        }
         Ok(_) => {}
         Err((dir, why)) => workers::skip(&dir, &why),
     });
     Ok((out, view.generation()))
 }
 
-/// [`processes_of`] the workers `names` (ids) alone, without walking the
-/// others: None when the set of workers with books moved since
-/// `generation` (then [`processes_of`] offers each of them).
-pub fn processes_named<'a>(
-    names: impl IntoIterator<Item = &'a str>,
+/// [`processes_of`] the workers `names` returns (ids) alone, without
+/// walking the others: it is given the workers whose books a process
+/// opened, or one of whose processes exited, since the last call. None
+/// when the set of workers with books moved since `generation` (then
+/// [`processes_of`] offers each of them).
+pub fn processes_named(
+    names: impl FnOnce(HashSet<String>) -> Vec<String>,
     bytes: bool,
     generation: u64,
 ) -> Res<Option<Vec<ProcessUsage>>> {
@@ -343,8 +361,8 @@ pub fn processes_named<'a>(
     if view.generation() != generation {
         return Ok(None);
     }
-    for name in names {
-        let dir = workers::dir_name(name);
+    for name in names(view.take_touched()) {
+        let dir = workers::dir_name(&name);
         match view.books(&dir) {
             Ok(Some(k)) => of_books(view, &k, bytes, &mut out),
             Ok(None) => {}
