@@ -30,10 +30,13 @@
 //! A driver that samples less often than every period (real ones: every
 //! 1/6 s to 1 s) answers "nothing newer" in between: the workers are
 //! marked measured with their charges unchanged, and their launches keep
-//! counting until the next sample. Such a period reads no books: it marks
-//! the workers the last books read named on those devices measured, in one
-//! pass over the limits file, so the sampler's work follows active workers,
-//! not registered ones (docs/scale.md). The vendor's errors are logged once
+//! counting until the next sample. Such a period reads no books for the
+//! charges: every [`MARK_EVERY`] it marks the workers with a compute limit
+//! that the last books read named measured, in one pass over the limits
+//! file, so the sampler's work follows active workers, not registered ones
+//! (docs/scale.md). Soft mode's scheduler reads the books of the workers
+//! that launch every period, the quiet ones rarely (`schedule.rs`), and
+//! the limits only when they change (`shm::LimitsList`). The vendor's errors are logged once
 //! per minute with a count; the workers go unmeasured and the hook's policy
 //! applies.
 
@@ -50,6 +53,9 @@ use std::time::{Duration, Instant};
 
 const PERIOD: Duration = Duration::from_millis(100);
 const ERROR_EVERY: Duration = Duration::from_secs(60);
+/// How often workers are marked measured between samples: twice within
+/// the hook's staleness bound (`hook/src/refresh.rs`, 1 s).
+const MARK_EVERY: Duration = Duration::from_millis(500);
 
 /// The running thread, with the pid that started it and its own stop flag
 /// (a thread's flag is never reused: a sampler started after a stop, or in
@@ -268,6 +274,8 @@ struct Sampler {
     shares: HashMap<ProcKey, shm::ChargeEstimate>,
     /// (worker, device) pairs with a live process in the last books read.
     seen: HashSet<(String, String)>,
+    /// When those were last marked measured between samples.
+    marked: Option<Instant>,
     /// Soft mode's scheduler (`schedule.rs`).
     scheduler: crate::schedule::Scheduler,
     /// The node's limits, read again only when they move.
@@ -291,6 +299,8 @@ struct Plan {
     /// Per device, the workers with a compute limit there, or any limit on
     /// a scheduled device.
     limited: HashMap<String, HashSet<String>>,
+    /// The (worker, device) pairs with a compute limit.
+    capped: HashSet<(String, String)>,
 }
 
 impl Plan {
@@ -310,6 +320,11 @@ impl Plan {
         }
         Plan {
             version,
+            capped: limits
+                .iter()
+                .filter(|e| e.compute_percent.is_some())
+                .map(|e| (e.worker.clone(), e.device_uuid.clone()))
+                .collect(),
             devices: limited.keys().cloned().collect(),
             scheduled,
             limited,
@@ -426,7 +441,17 @@ impl Sampler {
             s.tick(limits, plan.version, &p);
             procs = fresh.then_some(p);
         }
-        if !fresh && self.seen.is_empty() {
+        // Between samples, the workers last seen with a compute limit are
+        // marked measured (their hooks hold to that limit, and check that
+        // it is measured), twice within the hooks' staleness bound: a
+        // pass over the limits file is not paid every period.
+        if !fresh {
+            if self.seen.is_empty() || self.marked.is_some_and(|t| t.elapsed() < MARK_EVERY) {
+                return;
+            }
+            self.marked = Some(Instant::now());
+            self.seen.retain(|pair| plan.capped.contains(pair));
+            let _ = shm::mark_measured(&self.seen);
             return;
         }
         // Per device, the workers measured there: those the limits name,
@@ -441,12 +466,6 @@ impl Sampler {
                     ws.insert(w.to_owned());
                 }
             }
-        }
-        if !fresh {
-            self.seen
-                .retain(|(w, u)| limited.get(u).is_some_and(|ws| ws.contains(w)));
-            let _ = shm::mark_measured(&self.seen);
-            return;
         }
         let procs = procs.unwrap_or_else(|| shm::processes().unwrap_or_default());
         let seen = self.books(&limited, &readings, procs);
