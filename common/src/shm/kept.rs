@@ -404,6 +404,8 @@ impl View {
     fn forget(&mut self, name: &str) {
         self.generation += 1;
         if let Some(Entry::Kept(k)) = self.names.remove(name) {
+            // Bounded by the books kept, whoever drains it.
+            self.touched.remove(&k.worker);
             self.drop_kept(&k);
         }
     }
