@@ -30,10 +30,13 @@
 //! A driver that samples less often than every period (real ones: every
 //! 1/6 s to 1 s) answers "nothing newer" in between: the workers are
 //! marked measured with their charges unchanged, and their launches keep
-//! counting until the next sample. Such a period reads no books: it marks
-//! the workers the last books read named on those devices measured, in one
-//! pass over the limits file, so the sampler's work follows active workers,
-//! not registered ones (docs/scale.md). The vendor's errors are logged once
+//! counting until the next sample. Such a period reads no books for the
+//! charges: every [`MARK_EVERY`] it marks the workers with a compute limit
+//! that the last books read named measured, in one pass over the limits
+//! file, so the sampler's work follows active workers, not registered ones
+//! (docs/scale.md). Soft mode's scheduler reads the books of the workers
+//! that launch every period, the quiet ones rarely (`schedule.rs`), and
+//! the limits only when they change (`shm::LimitsList`). The vendor's errors are logged once
 //! per minute with a count; the workers go unmeasured and the hook's policy
 //! applies.
 
@@ -50,6 +53,9 @@ use std::time::{Duration, Instant};
 
 const PERIOD: Duration = Duration::from_millis(100);
 const ERROR_EVERY: Duration = Duration::from_secs(60);
+/// How often workers are marked measured between samples: twice within
+/// the hook's staleness bound (`hook/src/refresh.rs`, 1 s).
+const MARK_EVERY: Duration = Duration::from_millis(500);
 
 /// The running thread, with the pid that started it and its own stop flag
 /// (a thread's flag is never reused: a sampler started after a stop, or in
@@ -268,11 +274,62 @@ struct Sampler {
     shares: HashMap<ProcKey, shm::ChargeEstimate>,
     /// (worker, device) pairs with a live process in the last books read.
     seen: HashSet<(String, String)>,
+    /// When those were last marked measured between samples.
+    marked: Option<Instant>,
     /// Soft mode's scheduler (`schedule.rs`).
     scheduler: crate::schedule::Scheduler,
+    /// The node's limits, read again only when they move.
+    limits: shm::LimitsList,
+    /// What the sampler derives from them.
+    plan: Option<Plan>,
     /// Vendor errors: when last reported, how many since.
     error_told: Option<Instant>,
     errors: u64,
+}
+
+/// What the sampler derives from the node's limits, made again only when
+/// they change (the version of `shm::LimitsList::current`).
+struct Plan {
+    version: u64,
+    /// The devices where a worker has a request or a priority (soft mode's
+    /// scheduler runs there).
+    scheduled: HashSet<String>,
+    /// The devices the sampler reads: those, and those with a compute limit.
+    devices: Vec<String>,
+    /// Per device, the workers with a compute limit there, or any limit on
+    /// a scheduled device.
+    limited: HashMap<String, HashSet<String>>,
+    /// The (worker, device) pairs with a compute limit.
+    capped: HashSet<(String, String)>,
+}
+
+impl Plan {
+    fn of(limits: &[shm::LimitEntry], version: u64) -> Plan {
+        let scheduled: HashSet<String> = crate::schedule::scheduled(limits)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let mut limited: HashMap<String, HashSet<String>> = HashMap::new();
+        for e in limits {
+            if e.compute_percent.is_some() || scheduled.contains(&e.device_uuid) {
+                limited
+                    .entry(e.device_uuid.clone())
+                    .or_default()
+                    .insert(e.worker.clone());
+            }
+        }
+        Plan {
+            version,
+            capped: limits
+                .iter()
+                .filter(|e| e.compute_percent.is_some())
+                .map(|e| (e.worker.clone(), e.device_uuid.clone()))
+                .collect(),
+            devices: limited.keys().cloned().collect(),
+            scheduled,
+            limited,
+        }
+    }
 }
 
 /// A device's reading this period.
@@ -322,43 +379,32 @@ impl Sampler {
         let Ok(v) = vendor() else {
             return;
         };
-        let limits = shm::limits().unwrap_or_default();
-        // Soft mode: on a device with a request or priority, every worker
-        // with a process there is scheduled, and measured.
-        let mut procs = None;
-        let scheduled: HashSet<String> = crate::schedule::scheduled(&limits)
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        // Per device, the workers measured there: a set, since every
-        // process the books list is looked up in it (docs/scale.md).
-        let mut limited: HashMap<String, HashSet<String>> = HashMap::new();
-        if !scheduled.is_empty() {
-            let p = shm::processes().unwrap_or_default();
-            self.scheduler.tick(&limits, &p);
-            for p in &p {
-                if !p.worker.is_empty() && scheduled.contains(&p.device_uuid) {
-                    limited
-                        .entry(p.device_uuid.clone())
-                        .or_default()
-                        .insert(p.worker.clone());
-                }
-            }
-            procs = Some(p);
+        let mut limits = std::mem::take(&mut self.limits);
+        let (list, version) = limits.current();
+        if self.plan.as_ref().is_none_or(|p| p.version != version) {
+            self.plan = Some(Plan::of(list, version));
         }
-        for e in limits {
-            if e.compute_percent.is_some() || scheduled.contains(&e.device_uuid) {
-                limited.entry(e.device_uuid).or_default().insert(e.worker);
-            }
-        }
-        if limited.is_empty() {
+        self.measure(v, list);
+        self.limits = limits;
+    }
+
+    fn measure(&mut self, v: &dyn Vendor, limits: &[shm::LimitEntry]) {
+        let Some(plan) = self.plan.take() else {
+            return;
+        };
+        self.measure_with(v, limits, &plan);
+        self.plan = Some(plan);
+    }
+
+    fn measure_with(&mut self, v: &dyn Vendor, limits: &[shm::LimitEntry], plan: &Plan) {
+        if plan.devices.is_empty() {
             return self.standby();
         }
         // The driver first, then the books: the tokens are read as close as
         // can be to the charges stored below, so the launches counted at
         // the next sample were all charged the new charge.
         let mut readings = HashMap::new();
-        for uuid in limited.keys() {
+        for uuid in &plan.devices {
             match v.process_utilization(uuid, self.since.get(uuid).copied().unwrap_or(0)) {
                 Ok(samples) => {
                     readings.insert(uuid.clone(), self.reading(uuid, &samples));
@@ -368,16 +414,58 @@ impl Sampler {
             }
         }
         // Nothing newer on any device (a driver samples every 1/6 s to 1 s):
-        // the books are not read, and the workers they named are measured
-        // with their charges unchanged, as below.
-        if readings
+        // the books are not read for the charges, and the workers they
+        // named are measured with their charges unchanged, as below.
+        let fresh = readings
             .values()
-            .all(|r| matches!(r, Reading::Nothing { first: false }))
-        {
-            self.seen
-                .retain(|(w, u)| limited.get(u).is_some_and(|ws| ws.contains(w)));
+            .any(|r| !matches!(r, Reading::Nothing { first: false }));
+        // The scheduler reads the books of the workers it must see now
+        // (all of them when the charges need them anyway).
+        let mut procs = None;
+        if !plan.scheduled.is_empty() {
+            let s = &mut self.scheduler;
+            s.next_period();
+            let named = match s.walked() {
+                Some(g) if !fresh => shm::processes_named(|t| s.due(t), false, g).ok().flatten(),
+                _ => None,
+            };
+            let p = match named {
+                Some(p) => p,
+                None => {
+                    let (p, g) =
+                        shm::processes_of(|w, t| s.reads(w, fresh, t), false).unwrap_or_default();
+                    s.walked_now(g);
+                    p
+                }
+            };
+            s.tick(limits, plan.version, &p);
+            procs = fresh.then_some(p);
+        }
+        // Between samples, the workers last seen with a compute limit are
+        // marked measured (their hooks hold to that limit, and check that
+        // it is measured), twice within the hooks' staleness bound: a
+        // pass over the limits file is not paid every period.
+        if !fresh {
+            if self.seen.is_empty() || self.marked.is_some_and(|t| t.elapsed() < MARK_EVERY) {
+                return;
+            }
+            self.marked = Some(Instant::now());
+            self.seen.retain(|pair| plan.capped.contains(pair));
             let _ = shm::mark_measured(&self.seen);
             return;
+        }
+        // Per device, the workers measured there: those the limits name,
+        // and on a scheduled device every worker with a process there. A
+        // set, since every process the books list is looked up in it
+        // (docs/scale.md).
+        let mut limited = plan.limited.clone();
+        for uuid in &plan.scheduled {
+            let ws = limited.entry(uuid.clone()).or_default();
+            for w in self.scheduler.workers_on(uuid) {
+                if !ws.contains(w) {
+                    ws.insert(w.to_owned());
+                }
+            }
         }
         let procs = procs.unwrap_or_else(|| shm::processes().unwrap_or_default());
         let seen = self.books(&limited, &readings, procs);

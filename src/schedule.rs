@@ -14,7 +14,6 @@
 //! All shares are basis points of the device ([`DEVICE`]). The function
 //! is pure and O(n log n) in the workers of a device.
 
-use crate::sampler::{proc_key, ProcKey};
 use accel_common::shm;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -49,6 +48,9 @@ pub(crate) struct Claim {
     /// The most a hungry worker wants this period, its request aside:
     /// [`growth`] of its grant in force.
     pub most: u32,
+    /// Its books are read once a sweep only (it launched nothing for a
+    /// while): it keeps its request in its grant.
+    pub quiet: bool,
 }
 
 /// The most a hungry worker is granted above its request, from `granted`
@@ -101,6 +103,18 @@ pub(crate) fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
             *g = (u64::from(*g) * u64::from(capacity) / floors) as u32;
         }
     }
+    // A quiet worker keeps its request in its grant (above what it is
+    // given below, which takes nothing from the others unless it grows):
+    // its request is guaranteed from its first launch, before a read of
+    // its books sees it launch (they are read once a `SWEEP`). Shrunk as
+    // the floors are when the requests add up to more than the device.
+    // Not a worker read every period: one that uses less than its
+    // request, granted all of it, would look sated for good beside a
+    // hungry one (and, without a limit, be granted the whole device).
+    let requests: u64 = claims.iter().map(|c| u64::from(c.request)).sum();
+    let kept = |c: &Claim| {
+        (u64::from(c.request) * u64::from(capacity) / requests.max(u64::from(capacity))) as u32
+    };
     let mut left = capacity.saturating_sub(grant.iter().sum::<u32>());
     // The rest, by priority, highest first.
     let mut order: Vec<usize> = (0..claims.len()).collect();
@@ -114,6 +128,9 @@ pub(crate) fn allocate(claims: &[Claim], capacity: u32) -> Vec<u32> {
     for (i, c) in claims.iter().enumerate() {
         if let Some(used) = c.used {
             grant[i] = grant[i].max(used.saturating_add(headroom(used)));
+            if c.quiet {
+                grant[i] = grant[i].max(kept(c));
+            }
         }
         grant[i] = grant[i].min(c.limit.min(DEVICE)).max(MIN_GRANT);
     }
@@ -180,6 +197,11 @@ struct Kept {
     ticks: std::collections::VecDeque<(f64, f64, f64)>,
     /// The grant word last stored.
     word: u64,
+    /// Its live processes there, by (pid namespace, pid there, start
+    /// time): their tokens when its books were last read.
+    procs: Tokens,
+    /// When its books were last read.
+    read: Option<Instant>,
 }
 
 impl Kept {
@@ -205,107 +227,388 @@ impl Kept {
     }
 }
 
+/// A worker whose books showed no new launch and no new process in this
+/// many reads in a row is quiet: its books are read once a [`SWEEP`]
+/// only, so that a node's idle workers cost next to nothing (issue 34:
+/// 500 idle workers, the sampler under 1 % of a core). Its request is
+/// granted meanwhile ([`allocate`]), so it has its floor from its first
+/// launch on; what it wants above that, it gets once a read sees it
+/// launch: when the driver's next utilization sample shows its kernels
+/// (the sampler then reads every worker's books), at the latest at its
+/// next sweep.
+const QUIET_READS: u32 = 5;
+
+/// A quiet worker's books are read once in this many periods (10 s): a
+/// safety net for launches no utilization sample shows. Rarely, because
+/// books read after a long pause cost about ten times those read every
+/// period (their pages are cold: 30–50 µs each on the 2-core test
+/// machine, docs/scale.md).
+const SWEEP: usize = 100;
+
+/// Per (worker, device) the limits name: (request, hard limit, priority),
+/// the first two in bp.
+type Named = HashMap<(String, String), (u32, u32, u32)>;
+
+/// A process's (pid namespace, pid there, start time) and its tokens.
+type Tokens = HashMap<(u64, i32, u64), u64>;
+
+/// One worker with books, as the scheduler keeps it.
+#[derive(Default)]
+struct Worker {
+    /// Reads in a row that showed nothing new.
+    quiet: u32,
+    /// The last period a walk offered it (`Scheduler::reads`).
+    offered: u64,
+    /// Whether it waits in the sweep's wheel, and whether its sweep is due.
+    in_wheel: bool,
+    swept: bool,
+    /// Read this period.
+    read: bool,
+    /// Per scheduled device where it has a live process.
+    on: HashMap<String, Kept>,
+}
+
 /// The host sampler's scheduler: every period, for each device where a
 /// worker has a request or a priority set, what each worker with a live
 /// process there used (the tokens its processes' launches took: device
 /// time at the charge the sampler measures) and whether it used all it
 /// was granted, then [`allocate`], stored in each worker's row
-/// (`shm::set_granted`). O(processes) a period; nothing per launch.
+/// (`shm::set_granted`). A period reads the books of the workers that
+/// are not quiet and of a [`SWEEP`]'s share of the quiet ones, and
+/// allocates only when a claim changed: its cost follows the workers that
+/// launch, not those that wait. Nothing per launch.
 #[derive(Default)]
 pub(crate) struct Scheduler {
-    /// Per process and device: its tokens at the last tick.
-    tokens: HashMap<ProcKey, u64>,
-    /// Per (worker, device) scheduled.
-    kept: HashMap<(String, String), Kept>,
+    workers: HashMap<String, Worker>,
+    /// The workers that are not quiet: read every period.
+    active: HashSet<String>,
+    /// The quiet workers by the period (modulo [`SWEEP`]) of their next read.
+    wheel: Vec<Vec<String>>,
+    /// The quiet workers whose sweep is due this period.
+    sweep: Vec<String>,
+    /// The workers read this period.
+    now: Vec<String>,
+    /// Periods so far.
+    period: u64,
+    /// The last period that offered every worker with books to
+    /// [`Self::reads`], and the generation of that set of workers
+    /// (`shm::processes_of`).
+    walked: Option<(u64, u64)>,
+    /// The limits the last tick saw (the version of
+    /// `shm::LimitsList::current`): per (worker, device) named there,
+    /// (request, limit, priority), bp.
+    limits: Option<(u64, Named)>,
+    /// The scheduled devices of those limits.
+    devices: HashSet<String>,
+    /// When the last period ticked: a worker first read now is recorded
+    /// over that span, its launches not counted yet (a new process's
+    /// tokens start at its first read).
     last: Option<Instant>,
+    /// The last allocation changed a grant (or could not store one): the
+    /// next period allocates again, since a hungry worker's claim grows
+    /// with its grant ([`growth`]).
+    moved: bool,
 }
 
 impl Scheduler {
-    /// One period: `limits` and `procs` as the sampler read them now.
-    pub fn tick(&mut self, limits: &[shm::LimitEntry], procs: &[shm::ProcessUsage]) {
+    /// Starts a period: call before reading the books ([`Self::due`] or
+    /// [`Self::reads`]).
+    pub fn next_period(&mut self) {
+        self.period += 1;
+        for name in self.now.drain(..) {
+            if let Some(w) = self.workers.get_mut(&name) {
+                w.read = false;
+            }
+        }
+        if self.wheel.len() != SWEEP {
+            self.wheel = vec![Vec::new(); SWEEP];
+        }
+        let slot = self.period as usize % SWEEP;
+        self.sweep = std::mem::take(&mut self.wheel[slot]);
+        for name in &self.sweep {
+            if let Some(w) = self.workers.get_mut(name) {
+                w.in_wheel = false;
+                w.swept = true;
+            }
+        }
+    }
+
+    /// Whether this period reads the books of `worker` (asked of every
+    /// worker with books, before they are touched: `shm::processes_of`);
+    /// `all`: the sampler reads every worker's anyway; `touched`: a process
+    /// opened its books or one of its processes exited.
+    pub fn reads(&mut self, worker: &str, all: bool, touched: bool) -> bool {
+        let w = match self.workers.get_mut(worker) {
+            Some(w) => w,
+            None => {
+                self.active.insert(worker.to_owned());
+                self.workers.entry(worker.to_owned()).or_default()
+            }
+        };
+        w.offered = self.period;
+        if touched && w.quiet >= QUIET_READS {
+            w.quiet = 0;
+            self.active.insert(worker.to_owned());
+        }
+        let due = all || w.quiet < QUIET_READS || w.swept;
+        if due && !w.read {
+            w.read = true;
+            w.swept = false;
+            self.now.push(worker.to_owned());
+        }
+        due
+    }
+
+    /// The generation of the set of workers with books that the last
+    /// walk saw (`shm::processes_of`), if any: while it holds, a period
+    /// reads [`Self::due`] alone.
+    pub fn walked(&self) -> Option<u64> {
+        self.walked.map(|(_, g)| g)
+    }
+
+    /// This period offered every worker with books to [`Self::reads`];
+    /// `generation`: that set's.
+    pub fn walked_now(&mut self, generation: u64) {
+        self.walked = Some((self.period, generation));
+    }
+
+    /// The workers whose books this period reads, when no worker came or
+    /// went since the last walk: those not quiet, the quiet ones whose
+    /// sweep is due, and those `touched` (a process opened their books,
+    /// or one of theirs exited: they are not quiet any more).
+    pub fn due(&mut self, touched: HashSet<String>) -> Vec<String> {
+        for name in touched {
+            if let Some(w) = self.workers.get_mut(&name) {
+                w.quiet = 0;
+                self.active.insert(name);
+            }
+        }
+        for name in self.active.iter().chain(&self.sweep) {
+            if let Some(w) = self.workers.get_mut(name) {
+                if !w.read {
+                    w.read = true;
+                    w.swept = false;
+                    self.now.push(name.clone());
+                }
+            }
+        }
+        self.now.clone()
+    }
+
+    /// The workers with a live process on device `uuid` (read or kept).
+    pub fn workers_on<'a>(&'a self, uuid: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.workers
+            .iter()
+            .filter(move |(_, w)| w.on.contains_key(uuid))
+            .map(|(name, _)| name.as_str())
+    }
+    /// One period: `limits` as the sampler read them now (`version`: the
+    /// version of `shm::LimitsList::current`), `procs` the live processes
+    /// of the workers whose books it read ([`Self::due`], [`Self::reads`]).
+    pub fn tick(&mut self, limits: &[shm::LimitEntry], version: u64, procs: &[shm::ProcessUsage]) {
         let now = Instant::now();
-        let dt = self
-            .last
-            .map_or(0.0, |t| now.duration_since(t).as_nanos() as f64);
-        self.last = Some(now);
-        let devices = scheduled(limits);
-        let mut entries: HashMap<(&str, &str), &shm::LimitEntry> = HashMap::new();
-        for e in limits {
-            entries.insert((&e.worker, &e.device_uuid), e);
+        let last = self.last.replace(now);
+        let period = self.period;
+        let mut dirty = false;
+        if self.limits.as_ref().is_none_or(|(v, _)| *v != version) {
+            let named = limits
+                .iter()
+                .map(|e| {
+                    let claim = (
+                        e.compute_request.unwrap_or(0) * 100,
+                        e.compute_percent.map_or(DEVICE, |p| p * 100),
+                        e.priority,
+                    );
+                    ((e.worker.clone(), e.device_uuid.clone()), claim)
+                })
+                .collect();
+            self.limits = Some((version, named));
+            self.devices = scheduled(limits).into_iter().map(str::to_owned).collect();
+            // Devices no longer scheduled: their workers' grants are
+            // withdrawn (the hard limit applies).
+            for (name, w) in &mut self.workers {
+                w.on.retain(|uuid, k| {
+                    let keep = self.devices.contains(uuid);
+                    if !keep {
+                        withdraw(name, uuid, k);
+                    }
+                    keep
+                });
+            }
+            dirty = true;
         }
-        // Per (worker, device) with a live process: the tokens since the last tick.
-        let mut used: HashMap<(String, String), u64> = HashMap::new();
-        let mut tokens = HashMap::new();
+        let Some((_, named)) = &self.limits else {
+            return;
+        };
+        // Workers whose books are gone (a walk offered all the others).
+        if self.walked.is_some_and(|(at, _)| at == period) {
+            self.workers.retain(|name, w| {
+                let keep = w.offered == period;
+                if !keep {
+                    for (uuid, k) in &w.on {
+                        withdraw(name, uuid, k);
+                    }
+                    dirty |= !w.on.is_empty();
+                    self.active.remove(name);
+                }
+                keep
+            });
+        }
+        // Per worker read now, per scheduled device: its live processes' tokens.
+        let mut seen: HashMap<&str, HashMap<&str, Tokens>> = HashMap::new();
         for p in procs {
-            if p.worker.is_empty() || !devices.contains(p.device_uuid.as_str()) {
+            if p.worker.is_empty() || !self.devices.contains(&p.device_uuid) {
                 continue;
             }
-            let key = proc_key(p);
-            let delta = self
-                .tokens
-                .get(&key)
-                .map_or(0, |&b| p.compute_tokens.saturating_sub(b));
-            tokens.insert(key, p.compute_tokens);
-            *used
-                .entry((p.worker.clone(), p.device_uuid.clone()))
-                .or_default() += delta;
+            seen.entry(&p.worker)
+                .or_default()
+                .entry(&p.device_uuid)
+                .or_default()
+                .insert(
+                    (p.pid_namespace, p.namespace_pid, p.start_time),
+                    p.compute_tokens,
+                );
         }
-        self.tokens = tokens;
-        // Workers gone from a scheduled device, or on a device no longer
-        // scheduled: their grant is withdrawn (the hard limit applies).
-        self.kept.retain(|(w, u), k| {
-            let keep = used.contains_key(&(w.clone(), u.clone()));
-            if !keep && k.word != 0 {
-                let _ = shm::set_granted(w, u, 0);
-            }
-            keep
-        });
-        let mut by_device: HashMap<&str, Vec<(&str, Claim)>> = HashMap::new();
-        for ((worker, uuid), &delta) in &used {
-            let entry = entries.get(&(worker.as_str(), uuid.as_str()));
-            // A worker the host never named here gets a row, once, so
-            // that its hook reads what it is granted.
-            let key = (worker.clone(), uuid.clone());
-            if entry.is_none()
-                && !self.kept.contains_key(&key)
-                && shm::enlist(worker, uuid).is_err()
-            {
+        let none = HashMap::new();
+        for name in &self.now {
+            let Some(w) = self.workers.get_mut(name) else {
                 continue;
-            }
-            let limit = entry
-                .and_then(|e| e.compute_percent)
-                .map_or(DEVICE, |p| p * 100);
-            let k = self.kept.entry(key).or_default();
-            let rate = match k.word as u32 {
-                0 => limit,
-                g => g,
             };
-            if dt > 0.0 {
-                k.record(delta as f64, rate, dt);
-            }
-            let claim = Claim {
-                request: entry.and_then(|e| e.compute_request).unwrap_or(0) * 100,
-                limit,
-                priority: entry.map_or_else(
-                    || shm::priority_of(worker).unwrap_or(shm::DEFAULT_PRIORITY),
-                    |e| e.priority,
-                ),
-                used: k.used(),
-                most: growth(k.word as u32),
-            };
-            by_device.entry(uuid).or_default().push((worker, claim));
-        }
-        for (uuid, workers) in by_device {
-            let claims: Vec<Claim> = workers.iter().map(|w| w.1).collect();
-            for ((worker, _), word) in workers.iter().zip(grant_words(claims)) {
-                let Some(k) = self.kept.get_mut(&(worker.to_string(), uuid.to_string())) else {
+            let on = seen.get(name.as_str()).unwrap_or(&none);
+            let mut moved = false;
+            // Gone from a device: its grant there is withdrawn.
+            w.on.retain(|uuid, k| {
+                let keep = on.contains_key(uuid.as_str());
+                if !keep {
+                    withdraw(name, uuid, k);
+                    dirty = true;
+                }
+                keep
+            });
+            for (&uuid, tokens) in on {
+                let claim = named.get(&(name.clone(), uuid.to_owned()));
+                if !w.on.contains_key(uuid) {
+                    // A worker the host never named here gets a row, once,
+                    // so that its hook reads what it is granted.
+                    if claim.is_none() && shm::enlist(name, uuid).is_err() {
+                        continue;
+                    }
+                    w.on.insert(uuid.to_owned(), Kept::default());
+                    moved = true;
+                    dirty = true;
+                }
+                let limit = claim.map_or(DEVICE, |c| c.1);
+                let quiet = w.quiet >= QUIET_READS;
+                let Some(k) = w.on.get_mut(uuid) else {
                     continue;
                 };
-                if k.word != word && shm::set_granted(worker, uuid, word).is_ok() {
+                let mut delta = 0;
+                for (p, &t) in tokens {
+                    match k.procs.get(p) {
+                        Some(&b) => delta += t.saturating_sub(b),
+                        None => moved = true,
+                    }
+                }
+                moved |= delta > 0;
+                let rate = match k.word as u32 {
+                    0 => limit,
+                    g => g,
+                };
+                let was = k.used();
+                if delta > 0 && quiet {
+                    // A quiet worker launching again: what it did over the
+                    // sweep says nothing of what it wants now; hungry
+                    // until its next period says otherwise.
+                    k.ticks.clear();
+                } else if let Some(t) = k.read.or(last) {
+                    k.record(delta as f64, rate, now.duration_since(t).as_nanos() as f64);
+                }
+                dirty |= k.used() != was;
+                k.read = Some(now);
+                if k.procs != *tokens {
+                    k.procs.clone_from(tokens);
+                }
+            }
+            if moved {
+                w.quiet = 0;
+                if !self.active.contains(name) {
+                    self.active.insert(name.clone());
+                }
+            } else {
+                w.quiet = w.quiet.saturating_add(1);
+                if w.quiet >= QUIET_READS {
+                    self.active.remove(name);
+                    if !w.in_wheel {
+                        w.in_wheel = true;
+                        self.wheel[period as usize % SWEEP].push(name.clone());
+                    }
+                }
+            }
+        }
+        if dirty || self.moved {
+            self.moved = self.allocate_all();
+        }
+    }
+
+    /// Every scheduled device's grants, stored where they changed;
+    /// whether any did (or failed to).
+    fn allocate_all(&mut self) -> bool {
+        let Some((_, named)) = &self.limits else {
+            return false;
+        };
+        let mut by_device: HashMap<&str, Vec<(&str, Claim, u64)>> = HashMap::new();
+        for (worker, w) in &self.workers {
+            for (uuid, k) in &w.on {
+                let (request, limit, priority) = named
+                    .get(&(worker.clone(), uuid.clone()))
+                    .copied()
+                    .unwrap_or_else(|| {
+                        let p = shm::priority_of(worker).unwrap_or(shm::DEFAULT_PRIORITY);
+                        (0, DEVICE, p)
+                    });
+                let claim = Claim {
+                    request,
+                    limit,
+                    priority,
+                    used: k.used(),
+                    most: growth(k.word as u32),
+                    quiet: w.quiet >= QUIET_READS,
+                };
+                by_device
+                    .entry(uuid)
+                    .or_default()
+                    .push((worker, claim, k.word));
+            }
+        }
+        let mut changed = Vec::new();
+        for (uuid, workers) in by_device {
+            let claims: Vec<Claim> = workers.iter().map(|w| w.1).collect();
+            for (&(worker, _, was), word) in workers.iter().zip(grant_words(claims)) {
+                if word != was {
+                    changed.push((worker.to_owned(), uuid.to_owned(), word));
+                }
+            }
+        }
+        let moved = !changed.is_empty();
+        for (worker, uuid, word) in changed {
+            if shm::set_granted(&worker, &uuid, word).is_ok() {
+                if let Some(k) = self
+                    .workers
+                    .get_mut(&worker)
+                    .and_then(|w| w.on.get_mut(&uuid))
+                {
                     k.word = word;
                 }
             }
         }
+        moved
+    }
+}
+
+/// A worker's grant on a device it left: withdrawn (its hard limit applies).
+fn withdraw(worker: &str, uuid: &str, k: &Kept) {
+    if k.word != 0 {
+        let _ = shm::set_granted(worker, uuid, 0);
     }
 }
 
@@ -358,6 +661,132 @@ pub(crate) fn scheduled(limits: &[shm::LimitEntry]) -> HashSet<&str> {
 mod tests {
     use super::*;
 
+    const GPU: &str = "GPU-0";
+
+    fn limit(worker: &str) -> shm::LimitEntry {
+        shm::LimitEntry {
+            worker: worker.into(),
+            device_uuid: GPU.into(),
+            memory_bytes: None,
+            compute_percent: None,
+            compute_request: Some(10),
+            priority: 50,
+        }
+    }
+
+    fn process(worker: &str, pid: i32, tokens: u64) -> shm::ProcessUsage {
+        shm::ProcessUsage {
+            pid,
+            namespace_pid: pid,
+            pid_namespace: 1,
+            start_time: 1,
+            worker: worker.into(),
+            device_uuid: GPU.into(),
+            memory_bytes: 0,
+            compute_tokens: tokens,
+            compute_share: 0,
+        }
+    }
+
+    /// One period of `s` as the sampler runs it: a walk when `walk`, else
+    /// the due workers by name; `tokens` per worker; returns those read.
+    fn period(
+        s: &mut Scheduler,
+        limits: &[shm::LimitEntry],
+        walk: bool,
+        tokens: &[(&str, u64)],
+    ) -> Vec<String> {
+        s.next_period();
+        let read: Vec<String> = if walk {
+            let r = tokens
+                .iter()
+                .filter(|(w, _)| s.reads(w, false, false))
+                .map(|(w, _)| w.to_string())
+                .collect();
+            s.walked_now(7);
+            r
+        } else {
+            s.due(HashSet::new())
+        };
+        let procs: Vec<shm::ProcessUsage> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, (w, _))| read.iter().any(|r| r == w))
+            .map(|(i, &(w, t))| process(w, i as i32 + 100, t))
+            .collect();
+        s.tick(limits, 1, &procs);
+        let mut read = read;
+        read.sort();
+        read
+    }
+
+    #[test]
+    fn quiet_workers_are_read_once_a_sweep_and_a_launch_makes_them_active() {
+        let limits = [limit("a"), limit("b")];
+        let mut s = Scheduler::default();
+        // A walk finds both; each is read every period until quiet.
+        assert_eq!(
+            period(&mut s, &limits, true, &[("a", 0), ("b", 0)]),
+            ["a", "b"]
+        );
+        let mut b = 0;
+        for _ in 0..QUIET_READS {
+            b += 1_000;
+            assert_eq!(
+                period(&mut s, &limits, false, &[("a", 0), ("b", b)]),
+                ["a", "b"]
+            );
+        }
+        // `a` launched nothing in QUIET_READS reads: quiet; `b` is read on.
+        assert_eq!(period(&mut s, &limits, false, &[("a", 0), ("b", b)]), ["b"]);
+        // `b` goes quiet too; then nobody is read until a sweep.
+        let mut reads = 0;
+        for _ in 0..SWEEP + QUIET_READS as usize {
+            reads += period(&mut s, &limits, false, &[("a", 0), ("b", b)]).len();
+        }
+        // `b` was read until quiet (QUIET_READS - 1 more), then each once
+        // by its sweep.
+        assert_eq!(reads, QUIET_READS as usize - 1 + 2);
+        // A sweep that finds `a` launching makes it active, and hungry.
+        let mut launched = false;
+        for _ in 0..SWEEP {
+            let read = period(&mut s, &limits, false, &[("a", 5_000), ("b", b)]);
+            if read.iter().any(|r| r == "a") {
+                launched = true;
+                break;
+            }
+        }
+        assert!(launched);
+        assert_eq!(
+            period(&mut s, &limits, false, &[("a", 9_000), ("b", b)]),
+            ["a"]
+        );
+        let a = &s.workers["a"].on[GPU];
+        assert_eq!(a.ticks.len(), 1, "the sweep's span is not counted");
+        // A walk when the driver sampled reads every worker, quiet or not.
+        s.next_period();
+        assert!(!s.reads("b", false, false));
+        assert!(s.reads("b", true, false));
+        // A process opened the books of quiet `b` (or one of its exited):
+        // read now, and every period until quiet again.
+        s.next_period();
+        let mut due = s.due(HashSet::from(["b".to_string()]));
+        due.sort();
+        assert_eq!(due, ["a", "b"]);
+        assert!(s.active.contains("b"));
+    }
+
+    #[test]
+    fn a_worker_whose_books_are_gone_is_forgotten_at_the_next_walk() {
+        let limits = [limit("a"), limit("b")];
+        let mut s = Scheduler::default();
+        period(&mut s, &limits, true, &[("a", 0), ("b", 0)]);
+        assert!(s.workers.contains_key("b"));
+        period(&mut s, &limits, true, &[("a", 0)]);
+        assert!(!s.workers.contains_key("b"));
+        assert!(s.workers.contains_key("a"));
+    }
+
     fn hungry(request: u32, limit: u32, priority: u32) -> Claim {
         Claim {
             request: request * 100,
@@ -365,6 +794,7 @@ mod tests {
             priority,
             used: None,
             most: DEVICE,
+            quiet: false,
         }
     }
 
@@ -462,6 +892,17 @@ mod tests {
         // Idle: the headroom alone; a hungry worker takes the device.
         let g = shares(&[using(50, 100, 50, 0), hungry(0, 100, 50)]);
         assert_eq!(g, [10, 100]);
+        // Quiet (its books read once a sweep): its request kept, so that
+        // it has it from its first launch.
+        let quiet = |c: Claim| Claim { quiet: true, ..c };
+        let g = shares(&[quiet(using(50, 100, 50, 0)), hungry(0, 100, 50)]);
+        assert_eq!(g, [50, 100]);
+        let g = shares(&[quiet(using(0, 100, 50, 0)), hungry(0, 100, 50)]);
+        assert_eq!(g, [10, 100]);
+        // Requests of quiet workers that add up to more than the device
+        // are kept shrunk, as floors are.
+        let g = shares(&[quiet(using(60, 100, 50, 0)), quiet(using(90, 100, 50, 0))]);
+        assert_eq!(g, [40, 60]);
         // Headroom never above the limit.
         assert_eq!(shares(&[using(0, 30, 50, 25)]), [30]);
     }

@@ -27,8 +27,11 @@ pub(super) struct Notice<'a> {
     pub(super) name: &'a OsStr,
 }
 
-/// Events of a watched directory that change what the view holds.
-pub(super) const DIR_EVENTS: u32 = libc::IN_CREATE
+/// Events of a watched directory that change what the view holds, and
+/// opens: a process that starts using a worker's books opens them, which
+/// tells the host's sampler to read them now (`kept::View::take_touched`).
+pub(super) const DIR_EVENTS: u32 = libc::IN_OPEN
+    | libc::IN_CREATE
     | libc::IN_DELETE
     | libc::IN_MOVED_FROM
     | libc::IN_MOVED_TO

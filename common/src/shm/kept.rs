@@ -44,11 +44,11 @@ use super::events::{self, Exits, Notices};
 use super::workers::{dir_name, worker_of_dir, WORKERS_DIR};
 use super::*;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -169,6 +169,13 @@ pub(super) struct View {
     /// Processes registered by `AddWorkerProcess` here: pid → (worker's
     /// directory, slot, device).
     pub(super) added: HashMap<i32, (String, usize, usize)>,
+    /// Moves whenever a worker's directory comes, goes or changes: a
+    /// caller that keeps the workers it saw walks them all again
+    /// (`reports::processes_named`).
+    generation: u64,
+    /// Workers (ids) whose books a process opened, or one of whose
+    /// processes exited, since [`View::take_touched`].
+    touched: HashSet<String>,
 }
 
 static VIEW: Mutex<Option<View>> = Mutex::new(None);
@@ -250,6 +257,8 @@ impl View {
             next_serial: 1,
             kept: 0,
             visible: Visible::default(),
+            generation: 0,
+            touched: HashSet::new(),
             added: HashMap::new(),
         }
     }
@@ -261,6 +270,7 @@ impl View {
             let mut created = Vec::new();
             let mut gone = Vec::new();
             let mut changed = Vec::new();
+            let mut opened = Vec::new();
             let mut relist = false;
             let root_wd = self.root_wd;
             let whole = n.drain(|ev| {
@@ -278,10 +288,22 @@ impl View {
                     } else if ev.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
                         created.push(name);
                     }
+                } else if ev.mask & !(libc::IN_OPEN | libc::IN_ISDIR) == 0 {
+                    opened.push(ev.wd);
                 } else {
                     changed.push((ev.wd, ev.mask & libc::IN_IGNORED != 0));
                 }
             });
+            for wd in opened {
+                if let Some(Entry::Kept(k)) = self.by_wd.get(&wd).and_then(|n| self.names.get(n)) {
+                    if !self.touched.contains(&k.worker) {
+                        self.touched.insert(k.worker.clone());
+                    }
+                }
+            }
+            if !whole || relist || !created.is_empty() || !gone.is_empty() || !changed.is_empty() {
+                self.generation += 1;
+            }
             if !whole || relist {
                 self.listed = false;
                 if relist {
@@ -335,12 +357,13 @@ impl View {
                     if let Some(w) = lock(&k.watches).get_mut(slot) {
                         w.dead = true;
                         w.pidfd = None;
-                        exited.push(w.pid);
+                        exited.push((w.pid, k.worker.clone()));
                     }
                 }
             });
-            for pid in exited {
+            for (pid, worker) in exited {
                 self.added.remove(&pid);
+                self.touched.insert(worker);
             }
         }
     }
@@ -348,6 +371,7 @@ impl View {
     /// List the workers' directory (watching it first, so nothing created
     /// meanwhile is missed).
     fn relist(&mut self) {
+        self.generation += 1;
         if self.root_wd.is_none() {
             if let Some(n) = &self.notices {
                 self.root_wd = n.watch(&self.root);
@@ -378,7 +402,10 @@ impl View {
     }
 
     fn forget(&mut self, name: &str) {
+        self.generation += 1;
         if let Some(Entry::Kept(k)) = self.names.remove(name) {
+            // Bounded by the books kept, whoever drains it.
+            self.touched.remove(&k.worker);
             self.drop_kept(&k);
         }
     }
@@ -429,6 +456,22 @@ impl View {
         }
     }
 
+    /// Moves whenever a worker's directory comes, goes or changes.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The workers whose books a process opened, or one of whose
+    /// processes exited, since the last call.
+    pub(super) fn take_touched(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.touched)
+    }
+
+    /// The workers' directory.
+    pub(super) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The books in directory `name` of the workers' directory; None when
     /// there are none.
     pub(super) fn books(&mut self, name: &str) -> Res<Option<Arc<Kept>>> {
@@ -437,6 +480,7 @@ impl View {
             // Not listed (no notices): a directory made since the listing.
             if self.root.join(name).is_dir() {
                 self.names.insert(name.to_string(), Entry::New);
+                self.generation += 1;
             }
         }
         match self.names.get(name) {

@@ -53,6 +53,13 @@ pub(super) struct LimitsHeader {
     size: AtomicU64,
     /// Bumped after every new worker or device name.
     generation: AtomicU64,
+    /// Bumped after every host write of a limit, request, priority or
+    /// freeze ([`write`]): a reader that keeps the list of limits (the
+    /// sampler, every period) reads the rows again only when this or the
+    /// generation moved. In the header's padding: files written before it
+    /// read 0, and hosts of that version write without bumping it (the
+    /// reader reads the rows again every 30 s for them).
+    values: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -419,8 +426,17 @@ fn write<T>(worker: Option<&str>, f: impl FnOnce(&'static Limits) -> Res<T>) -> 
         let _ = workers::ensure(worker);
     }
     let r = f(lim);
+    lim.header.values.fetch_add(1, AcqRel);
     intact(lim)?;
     r
+}
+
+/// The limits file's (generation, values) words, read by the host: when
+/// neither moved, no name, limit, request, priority or freeze changed.
+pub(super) fn stamp() -> Res<(u64, u64)> {
+    let lim = host()?;
+    let h = &lim.header;
+    Ok((h.generation.load(Acquire), h.values.load(Acquire)))
 }
 
 /// Row of `worker` on `uuid`, both named if new (inside [`write`]); a new

@@ -95,10 +95,11 @@ pub use limits::{depth_cap, DEFAULT_PRIORITY};
 pub use memory::{check_memory, check_memory_on, own_usage_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
-    limits, own_processes_on, processes, set_compute_limit, set_compute_limit_for_caller,
-    set_compute_request, set_compute_request_for_caller, set_depth_cap, set_memory_limit,
-    set_memory_limit_for_caller, set_worker_priority, set_worker_priority_for_caller,
-    worker_shares, LimitEntry, ProcessUsage, WorkerShare,
+    limits, own_processes_on, processes, processes_named, processes_of, set_compute_limit,
+    set_compute_limit_for_caller, set_compute_request, set_compute_request_for_caller,
+    set_depth_cap, set_memory_limit, set_memory_limit_for_caller, set_worker_priority,
+    set_worker_priority_for_caller, worker_shares, LimitEntry, LimitsList, ProcessUsage,
+    WorkerShare,
 };
 pub use steer::{
     charge_of, drop_sampler_lease, enlist, grant_word, mark_measured, priority_of, set_charge,

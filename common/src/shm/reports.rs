@@ -1,6 +1,7 @@
 //! Limits and reports, for libaccelerator and its vendors.
 
 use super::*;
+use std::collections::HashSet;
 
 pub(super) fn set_once(
     word: &AtomicU64,
@@ -147,6 +148,54 @@ pub fn limits() -> Res<Vec<LimitEntry>> {
     Ok(out)
 }
 
+/// [`limits`] kept between calls: read again only when the limits file's
+/// names or values moved ([`limits::stamp`]), or after [`LIMITS_REREAD`]
+/// (hosts of an older version write values without saying so). The host's sampler
+/// asks every period: the rows of 500 workers are 500 pages of the file,
+/// and reading them each period was a third of its time (docs/scale.md).
+#[derive(Default)]
+pub struct LimitsList {
+    read: Option<((u64, u64), std::time::Instant)>,
+    entries: Vec<LimitEntry>,
+    /// Lists read so far that differed from the one before.
+    reads: u64,
+}
+
+/// How long [`LimitsList`] trusts an unmoved stamp: the rows are read
+/// again this often for hosts of an older version, whose writes do not
+/// move it (reading 500 workers' rows took 2–15 ms of the test machine).
+const LIMITS_REREAD: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl LimitsList {
+    /// Every limit set on the node, as [`limits`] (empty when the file
+    /// cannot be read), and a number that moves when the list does: what a
+    /// caller derived from the list holds while it has not.
+    pub fn current(&mut self) -> (&[LimitEntry], u64) {
+        let Ok(stamp) = limits::stamp() else {
+            self.read = None;
+            if !self.entries.is_empty() {
+                self.entries.clear();
+                self.reads += 1;
+            }
+            return (&self.entries, self.reads);
+        };
+        let fresh = self
+            .read
+            .is_some_and(|(s, at)| s == stamp && at.elapsed() < LIMITS_REREAD);
+        if !fresh {
+            // The stamp read before the rows: a write meanwhile moves it,
+            // and the next call reads again.
+            let entries = limits().unwrap_or_default();
+            if entries != self.entries {
+                self.entries = entries;
+                self.reads += 1;
+            }
+            self.read = Some((stamp, std::time::Instant::now()));
+        }
+        (&self.entries, self.reads)
+    }
+}
+
 /// One worker's soft-mode words on one device (issue 34), as the host
 /// sees them: what it asked for, what the sampler's scheduler grants it,
 /// and the device time its live processes have taken, from which a reader
@@ -256,62 +305,121 @@ pub fn processes() -> Res<Vec<ProcessUsage>> {
     let Some(view) = g.as_mut() else {
         return Ok(out);
     };
-    view.each(|view, k| {
-        let k = match k {
-            Ok(k) => k,
-            Err((dir, why)) => {
-                workers::skip(&dir, &why);
-                return;
-            }
-        };
-        let h = &k.header;
-        let named = h.worker.state.load(Relaxed) == KEY_READY
-            && key_is(&h.worker, &k.worker_name)
-            && h.private.load(Relaxed) <= 1;
-        if !named {
-            workers::skip(
-                &k.dir,
-                &format!("does not name worker {:?} in its header", k.worker),
-            );
-            return;
-        }
-        view.update(&k);
-        // The header is the tenant's to write: a named worker's books that
-        // say "private" stay named, never removed.
-        let private = h.private.load(Relaxed) == 1 && workers::is_private(&k.worker);
-        let worker = if private { "" } else { k.worker.as_str() };
-        let claimed = k.claimed();
-        let mut ws = k.watches();
-        let mut any_live = false;
-        for (i, p) in claimed.iter().enumerate() {
-            let Some(w) = ws.get_mut(i) else {
-                break;
-            };
-            if w.seen[0] & 3 != PROC_LIVE || !w.alive() {
-                continue;
-            }
-            any_live = true;
-            let ok = match w.trusted {
-                Some(ok) => ok,
-                None => {
-                    let ok = trusted(&k, w, private);
-                    w.trusted = Some(ok);
-                    ok
-                }
-            };
-            if ok {
-                let mask = p.devmask.load(Acquire);
-                report(&k, p, w, mask, worker, &mut out);
-            } else {
-                forged(&k, word_pid(w.seen[0]));
-            }
-        }
-        drop(ws);
-        if private && !any_live && k.unused_check_due() {
-            workers::remove_unused(&k.dir, None);
-        }
+    view.each(|view, k| match k {
+        Ok(k) => of_books(view, &k, true, &mut out),
+        Err((dir, why)) => workers::skip(&dir, &why),
     });
     Ok(out)
+}
+
+/// [`processes`] of the workers `read` names: it is asked of each worker
+/// with books (its id, and whether a process opened its books or one of
+/// its processes exited since the last call of this or
+/// [`processes_named`]: one caller in a process, the sampler), before its
+/// books are touched, so that a caller
+/// that needs only some of them (the sampler's scheduler, every period:
+/// docs/scale.md) pays for those alone. Without `bytes`, each entry's
+/// `memory_bytes` is 0, not read: bounding it by the worker's memory
+/// limit reads the limits file's page of each worker, which a caller
+/// counting tokens alone need not pay. Also returns the generation of the
+/// set of workers with books, for [`processes_named`].
+pub fn processes_of(
+    mut read: impl FnMut(&str, bool) -> bool,
+    bytes: bool,
+) -> Res<(Vec<ProcessUsage>, u64)> {
+    let mut out = Vec::new();
+    let mut g = kept::view();
+    let Some(view) = g.as_mut() else {
+        return Ok((out, 0));
+    };
+    let touched = view.take_touched();
+    view.each(|view, k| match k {
+        Ok(k) if read(&k.worker, touched.contains(&k.worker)) => {
+            of_books(view, &k, bytes, &mut out)
+        }
+        Ok(_) => {}
+        Err((dir, why)) => workers::skip(&dir, &why),
+    });
+    Ok((out, view.generation()))
+}
+
+/// [`processes_of`] the workers `names` returns (ids) alone, without
+/// walking the others: it is given the workers whose books a process
+/// opened, or one of whose processes exited, since the last call. None
+/// when the set of workers with books moved since `generation` (then
+/// [`processes_of`] offers each of them).
+pub fn processes_named(
+    names: impl FnOnce(HashSet<String>) -> Vec<String>,
+    bytes: bool,
+    generation: u64,
+) -> Res<Option<Vec<ProcessUsage>>> {
+    let mut out = Vec::new();
+    let mut g = kept::view();
+    let Some(view) = g.as_mut() else {
+        return Ok(Some(out));
+    };
+    if view.generation() != generation {
+        return Ok(None);
+    }
+    for name in names(view.take_touched()) {
+        let dir = workers::dir_name(&name);
+        match view.books(&dir) {
+            Ok(Some(k)) => of_books(view, &k, bytes, &mut out),
+            Ok(None) => {}
+            Err(e) => workers::skip(&view.root().join(&dir), &e.to_string()),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The entries of the books `k` (see [`processes`]).
+fn of_books(view: &mut kept::View, k: &kept::Kept, bytes: bool, out: &mut Vec<ProcessUsage>) {
+    let h = &k.header;
+    let named = h.worker.state.load(Relaxed) == KEY_READY
+        && key_is(&h.worker, &k.worker_name)
+        && h.private.load(Relaxed) <= 1;
+    if !named {
+        workers::skip(
+            &k.dir,
+            &format!("does not name worker {:?} in its header", k.worker),
+        );
+        return;
+    }
+    view.update(k);
+    // The header is the tenant's to write: a named worker's books that
+    // say "private" stay named, never removed.
+    let private = h.private.load(Relaxed) == 1 && workers::is_private(&k.worker);
+    let worker = if private { "" } else { k.worker.as_str() };
+    let claimed = k.claimed();
+    let mut ws = k.watches();
+    let mut any_live = false;
+    for (i, p) in claimed.iter().enumerate() {
+        let Some(w) = ws.get_mut(i) else {
+            break;
+        };
+        if w.seen[0] & 3 != PROC_LIVE || !w.alive() {
+            continue;
+        }
+        any_live = true;
+        let ok = match w.trusted {
+            Some(ok) => ok,
+            None => {
+                let ok = trusted(k, w, private);
+                w.trusted = Some(ok);
+                ok
+            }
+        };
+        if ok {
+            let mask = p.devmask.load(Acquire);
+            report(k, p, w, mask, worker, bytes, out);
+        } else {
+            forged(k, word_pid(w.seen[0]));
+        }
+    }
+    drop(ws);
+    if private && !any_live && k.unused_check_due() {
+        workers::remove_unused(&k.dir, None);
+    }
 }
 
 /// Whether the live process of watch `w` (a slot of `k`) is one these
@@ -345,6 +453,7 @@ fn report(
     w: &kept::Watch,
     mask: u64,
     worker: &str,
+    bytes: bool,
     out: &mut Vec<ProcessUsage>,
 ) {
     let [st, ns, start, _] = w.seen;
@@ -355,8 +464,13 @@ fn report(
         let Some((name, uuid)) = k.device(d) else {
             continue;
         };
-        let limit = limits::memory_limit_hinted(&k.worker_name, &name, &k.limit_hints).unwrap_or(0);
-        let bytes = low48(p.held[d].load(Acquire)).min(if limit == 0 { MAX_BYTES } else { limit });
+        let bytes = if bytes {
+            let limit =
+                limits::memory_limit_hinted(&k.worker_name, &name, &k.limit_hints).unwrap_or(0);
+            low48(p.held[d].load(Acquire)).min(if limit == 0 { MAX_BYTES } else { limit })
+        } else {
+            0
+        };
         out.push(ProcessUsage {
             pid: w.pid,
             namespace_pid: word_pid(st),
