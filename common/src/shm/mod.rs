@@ -87,7 +87,7 @@ mod reports;
 mod steer;
 mod workers;
 
-pub use compute::{check_compute, check_compute_on, launch_on, ComputeOutcome, Launch};
+pub use compute::{check_compute, check_compute_on, launch_on, ComputeOutcome, Launch, Launched};
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
 pub use lifetime::{remove_worker, Removed};
