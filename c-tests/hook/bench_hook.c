@@ -1,6 +1,7 @@
 /* The hook's overhead on the fake driver, hooked vs unhooked in one run.
  *
- * Usage: bench_hook LIBACCELERATOR HOOK [HOOK_BEFORE]
+ * Usage: GRANT_TOOL=path/to/grant bench_hook LIBACCELERATOR HOOK [HOOK_BEFORE]
+ * (GRANT_TOOL: common/examples/grant.rs, which make hook-bench builds).
  * Runs itself as a child per mode, taking turns (7 rounds, medians of the
  * calling thread's CPU time per call, so other load on the machine counts little):
  *   driver only     no LD_PRELOAD
@@ -27,9 +28,8 @@
  * cuGetProcAddress_v2("cuMemAlloc") lookups through pointers taken with
  * dlopen + dlsym (through the hook's dlsym when preloaded), and
  * cuLaunchKernel_ptsz launches (of a loaded module's function) through the
- * pointer cuGetProcAddress_v2
- * hands out (the hook's wrapper when preloaded), and
- * the virtualized view: cuMemGetInfo_v2, cuDeviceTotalMem_v2 and the fake
+ * pointer cuGetProcAddress_v2 hands out (the hook's wrapper when
+ * preloaded), and the virtualized view: cuMemGetInfo_v2, cuDeviceTotalMem_v2 and the fake
  * NVML's nvmlDeviceGetMemoryInfo (the same device; medians of batches,
  * VIEW_NS).
  *
@@ -38,12 +38,11 @@
  * its cost must not grow with them (ratios to 1 process, same run).
  *
  * A granted worker's bucket is reached by launches this fast (one charge
- * of 1 µs each at 48 %: 48,000 a 100 ms burst), so it launches in
- * batches of BURST, 100 ms apart (the bucket refills while the child
- * sleeps, which its CPU time leaves out): the check as it runs while the
- * worker is within its grant, as the limited worker's within its limit.
- *
- * Usage: GRANT_TOOL=path/to/grant bench_hook LIBACCELERATOR HOOK [HOOK_BEFORE] */
+ * of 1 µs each at 48 %: 48,000 a 100 ms burst), so every mode launches in
+ * BATCHES batches of BURST, 100 ms apart (the bucket refills while the
+ * child sleeps, which its CPU time leaves out): the check as it runs while
+ * the worker is within its grant, as the limited worker's within its
+ * limit, and every mode's batches start as cold after the sleep. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -59,11 +58,10 @@ typedef unsigned long long CUdeviceptr;
 
 #define PAIRS 200000
 #define LOOKUPS 200000
-#define LAUNCHES 1000000
 #define VIEWS 500000
 #define ROUNDS 7
 #define MODES 11
-/* A granted worker's launches: BATCHES batches of BURST (see above). */
+/* Launches: BATCHES batches of BURST (see above). */
 #define BURST 40000
 #define BATCHES 5
 
@@ -183,27 +181,24 @@ static int child(const char *mode) {
   for (int i = 0; i < LOOKUPS; i++)
     gpa("cuMemAlloc", &f, 12080, 0, &st);
   double t2 = now_ns();
-  const int batched = getenv("BENCH_BATCHED") != NULL;
-  const int launches = batched ? BURST * BATCHES : LAUNCHES;
   double in_batches = 0;
-  for (int b = 0; b < (batched ? BATCHES : 1); b++) {
-    if (batched)
-      usleep(100000);
+  for (int b = 0; b < BATCHES; b++) {
+    usleep(100000);
     double tb = now_ns();
-    for (int i = 0; i < launches / (batched ? BATCHES : 1); i++)
+    for (int i = 0; i < BURST; i++)
       launch(kernel, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
     in_batches += now_ns() - tb;
   }
   if (time_view(h, view))
     return 4;
   printf("%.2f %.2f %.2f %.2f %.2f %.2f\n", (t1 - t0) / PAIRS, (t2 - t1) / LOOKUPS,
-         in_batches / launches, view[0], view[1], view[2]);
+         in_batches / (BURST * BATCHES), view[0], view[1], view[2]);
   return 0;
 }
 
 #define OUTS 6
 static int run_mode(const char *self, const char *mode, const char *hook, const char *worker,
-                    int batched, double out[OUTS]) {
+                    double out[OUTS]) {
   int fd[2];
   if (pipe(fd))
     return -1;
@@ -216,8 +211,6 @@ static int run_mode(const char *self, const char *mode, const char *hook, const 
       setenv("ACCELERATOR_WORKER_ID", worker, 1);
     else
       unsetenv("ACCELERATOR_WORKER_ID");
-    if (batched)
-      setenv("BENCH_BATCHED", "1", 1);
     dup2(fd[1], 1);
     execl(self, self, mode, (char *)NULL);
     _exit(127);
@@ -288,14 +281,14 @@ static int processes(const char *self, const char *hook) {
     }
     for (int r = 0; r < VROUNDS && rc == 0; r++) {
       double o[OUTS];
-      if (run_mode(self, "--view", hook, "bench-procs", 0, o)) {
+      if (run_mode(self, "--view", hook, "bench-procs", o)) {
         fprintf(stderr, "view child at %d processes failed\n", counts[c]);
         rc = 1;
         break;
       }
       for (int k = 0; k < 3; k++)
         v[c][k][r] = o[k];
-      if (run_mode(self, "--view", NULL, NULL, 0, o)) {
+      if (run_mode(self, "--view", NULL, NULL, o)) {
         fprintf(stderr, "control view child failed\n");
         rc = 1;
         break;
@@ -370,13 +363,12 @@ int main(int argc, char **argv) {
                                 "bench-granted", "bench-capped", "bench-bookless",
                                 "bench-unlimited", "bench-limited", "bench-granted",
                                 "bench-capped"};
-  const int batched[MODES] = {0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1};
   double pair[MODES][ROUNDS], look[MODES][ROUNDS], lau[MODES][ROUNDS];
   double view[3][MODES][ROUNDS];
   for (int r = 0; r < ROUNDS; r++)
     for (int m = 0; m < modes; m++) {
       double v[OUTS];
-      if (run_mode(argv[0], "--child", hooks[m], workers[m], batched[m], v)) {
+      if (run_mode(argv[0], "--child", hooks[m], workers[m], v)) {
         fprintf(stderr, "bench child (%s) failed\n", names[m]);
         return 1;
       }

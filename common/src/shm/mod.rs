@@ -92,6 +92,7 @@ pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resourc
 pub use layout::{Layout, SIZE};
 pub use lifetime::{remove_worker, Removed};
 pub use limits::{depth_cap, DEFAULT_PRIORITY};
+pub use map::thread_id;
 pub use memory::{check_memory, check_memory_on, own_usage_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{
