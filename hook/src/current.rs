@@ -83,14 +83,16 @@ struct Block {
 }
 
 impl Block {
-    const FREE: Block = Block {
-        owner: AtomicU64::new(0),
-        ctx: AtomicU64::new(Here::NONE.ctx),
-        generation: AtomicU64::new(Here::NONE.generation),
-        ordinal: AtomicU64::new(0),
-        slot: AtomicU64::new(0),
-        function: AtomicU64::new(0),
-    };
+    const fn free() -> Block {
+        Block {
+            owner: AtomicU64::new(0),
+            ctx: AtomicU64::new(Here::NONE.ctx),
+            generation: AtomicU64::new(Here::NONE.generation),
+            ordinal: AtomicU64::new(0),
+            slot: AtomicU64::new(0),
+            function: AtomicU64::new(0),
+        }
+    }
 
     #[inline(always)]
     fn get(&self) -> Here {
@@ -116,7 +118,7 @@ impl Block {
 
 /// More than the threads a process launches from, as a rule (16 KiB).
 const BLOCKS: usize = 256;
-static TABLE: [Block; BLOCKS] = [const { Block::FREE }; BLOCKS];
+static TABLE: [Block; BLOCKS] = [const { Block::free() }; BLOCKS];
 
 thread_local! {
     /// The block of a thread whose place in the table another id holds.
