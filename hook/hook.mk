@@ -60,8 +60,8 @@ VALGRIND_EXTRA += hook-valgrind
 
 # HOOK_BEFORE=path/to/libcuda_limiter.so: another build of the hook (same
 # books layout) measured in the same turns, for a before/after in one run.
-hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook
-	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) \
+hook-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook $(HOOK_BIN)/grant
+	ACCELERATOR_STATE_DIR=$(TEST_STATE) $(HOOK_TEST_ENV) GRANT_TOOL=$(HOOK_BIN)/grant \
 	  $(HOOK_BIN)/bench_hook $(BUILD)/libaccelerator_nvidia.so $(abspath $(HOOK_SO)) \
 	  $(if $(HOOK_BEFORE),$(abspath $(HOOK_BEFORE)))
 
@@ -144,10 +144,13 @@ compute-cases-test: $(COMPUTE_DEPS) $(HOOK_BIN)/test_compute_cases $(BUILD)/prob
 	  $(HOOK_BIN)/app_launch
 TEST_RUN_EXTRA += compute-cases-test
 
-$(HOOK_BIN)/depth_cap: FORCE
-	$(CARGO) build --release -p accel-common --example depth_cap --target-dir target/hook
+# The host's setters as tools (common/examples/): depth_cap for the
+# priority test, grant (the scheduler's grant and the sampler's charge) for
+# hook-bench's worker with a request and a priority.
+$(HOOK_BIN)/depth_cap $(HOOK_BIN)/grant: FORCE
+	$(CARGO) build --release -p accel-common --example $(@F) --target-dir target/hook
 	@mkdir -p $(HOOK_BIN)
-	$(call replace,target/hook/release/examples/depth_cap,$@)
+	$(call replace,target/hook/release/examples/$(@F),$@)
 $(HOOK_BIN)/test_priority: c-tests/hook/test_priority.c c-tests/hook/compute_util.h \
   c-tests/fakes/timeline.h c-tests/test_util.h include/accelerator.h
 	@mkdir -p $(HOOK_BIN)

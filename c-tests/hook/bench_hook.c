@@ -1,6 +1,7 @@
 /* The hook's overhead on the fake driver, hooked vs unhooked in one run.
  *
- * Usage: bench_hook LIBACCELERATOR HOOK [HOOK_BEFORE]
+ * Usage: GRANT_TOOL=path/to/grant bench_hook LIBACCELERATOR HOOK [HOOK_BEFORE]
+ * (GRANT_TOOL: common/examples/grant.rs, which make hook-bench builds).
  * Runs itself as a child per mode, taking turns (7 rounds, medians of the
  * calling thread's CPU time per call, so other load on the machine counts little):
  *   driver only     no LD_PRELOAD
@@ -9,24 +10,39 @@
  *                   (its books exist, made by a limit on another device:
  *                   usage recorded, each launch checks the limiter)
  *   hook, limited   LD_PRELOAD, a worker with a limit it never reaches
+ *   hook, granted   LD_PRELOAD, a worker with a request and a priority:
+ *                   its row holds a grant of the scheduler's (48 % of the
+ *                   device) and a measured launch charge (1 µs), written
+ *                   by GRANT_TOOL (the sampler's setters); each launch
+ *                   takes its turn of the bucket
+ *   hook, capped    the same with the queue cap the scheduler gives a
+ *                   worker of lower priority (1 launch in flight): each
+ *                   launch also asks the driver about its last (events)
  *   hook, no books  LD_PRELOAD, a worker the host never named (no books:
  *                   fail-open, allocations and launches go to the driver)
  *   before, ...     with HOOK_BEFORE (another build of the hook, e.g. the
  *                   last release's: same books layout), its unlimited and
- *                   limited worker, in the same turns: before/after in one run
+ *                   limited, granted and capped workers, in the same
+ *                   turns: before/after in one run
  * Each child times cuMemAlloc_v2 + cuMemFree_v2 pairs and
  * cuGetProcAddress_v2("cuMemAlloc") lookups through pointers taken with
  * dlopen + dlsym (through the hook's dlsym when preloaded), and
  * cuLaunchKernel_ptsz launches (of a loaded module's function) through the
- * pointer cuGetProcAddress_v2
- * hands out (the hook's wrapper when preloaded; no compute limit set), and
- * the virtualized view: cuMemGetInfo_v2, cuDeviceTotalMem_v2 and the fake
+ * pointer cuGetProcAddress_v2 hands out (the hook's wrapper when
+ * preloaded), and the virtualized view: cuMemGetInfo_v2, cuDeviceTotalMem_v2 and the fake
  * NVML's nvmlDeviceGetMemoryInfo (the same device; medians of batches,
  * VIEW_NS).
  *
  * Then the view at 1, 10, 100 and 500 live processes of one limited worker
  * (the others started first, each holding an allocation, then waiting):
- * its cost must not grow with them (ratios to 1 process, same run). */
+ * its cost must not grow with them (ratios to 1 process, same run).
+ *
+ * A granted worker's bucket is reached by launches this fast (one charge
+ * of 1 µs each at 48 %: 48,000 a 100 ms burst), so every mode launches in
+ * BATCHES batches of BURST, 100 ms apart (the bucket refills while the
+ * child sleeps, which its CPU time leaves out): the check as it runs while
+ * the worker is within its grant, as the limited worker's within its
+ * limit, and every mode's batches start as cold after the sleep. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -42,10 +58,12 @@ typedef unsigned long long CUdeviceptr;
 
 #define PAIRS 200000
 #define LOOKUPS 200000
-#define LAUNCHES 1000000
 #define VIEWS 500000
 #define ROUNDS 7
-#define MODES 7
+#define MODES 11
+/* Launches: BATCHES batches of BURST (see above). */
+#define BURST 40000
+#define BATCHES 5
 
 static double now_ns(void) {
   struct timespec t;
@@ -163,13 +181,18 @@ static int child(const char *mode) {
   for (int i = 0; i < LOOKUPS; i++)
     gpa("cuMemAlloc", &f, 12080, 0, &st);
   double t2 = now_ns();
-  for (int i = 0; i < LAUNCHES; i++)
-    launch(kernel, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
-  double t3 = now_ns();
+  double in_batches = 0;
+  for (int b = 0; b < BATCHES; b++) {
+    usleep(100000);
+    double tb = now_ns();
+    for (int i = 0; i < BURST; i++)
+      launch(kernel, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    in_batches += now_ns() - tb;
+  }
   if (time_view(h, view))
     return 4;
   printf("%.2f %.2f %.2f %.2f %.2f %.2f\n", (t1 - t0) / PAIRS, (t2 - t1) / LOOKUPS,
-         (t3 - t2) / LAUNCHES, view[0], view[1], view[2]);
+         in_batches / (BURST * BATCHES), view[0], view[1], view[2]);
   return 0;
 }
 
@@ -307,25 +330,39 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s LIBACCELERATOR HOOK [HOOK_BEFORE]\n", argv[0]);
     return 2;
   }
-  const int modes = argc == 4 ? MODES : MODES - 2;
+  const int modes = argc == 4 ? MODES : MODES - 4;
   void *acc = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   int (*set_limit)(const char *, const char *, uint64_t) =
       acc ? (int (*)(const char *, const char *, uint64_t))dlsym(acc, "SetMemHardLimit") : NULL;
-  if (!set_limit ||
-      set_limit("bench-limited", "GPU-11111111-1111-1111-1111-1111111111a4", 40ULL << 30) ||
+  const char *a4 = "GPU-11111111-1111-1111-1111-1111111111a4";
+  if (!set_limit || set_limit("bench-limited", a4, 40ULL << 30) ||
       set_limit("bench-unlimited", "GPU-00000000-0000-0000-0000-0000000000h1", 40ULL << 30) ||
-      set_limit("bench-procs", "GPU-11111111-1111-1111-1111-1111111111a4", 40ULL << 30)) {
+      set_limit("bench-procs", a4, 40ULL << 30) || set_limit("bench-granted", a4, 40ULL << 30) ||
+      set_limit("bench-capped", a4, 40ULL << 30)) {
     fprintf(stderr, "cannot set the bench worker's limit\n");
     return 2;
   }
-  static const char *const names[MODES] = {"driver only",           "hook, no worker",
-                                           "hook, unlimited worker", "hook, limited worker",
-                                           "hook, worker, no books", "before, unlimited worker",
-                                           "before, limited worker"};
+  /* The scheduler's words: 4,800 bp; the capped worker's queue at 1. */
+  const char *grant = getenv("GRANT_TOOL");
+  char cmd[2][4096];
+  snprintf(cmd[0], sizeof cmd[0], "%s bench-granted %s 4800 0 1000", grant ? grant : "", a4);
+  snprintf(cmd[1], sizeof cmd[1], "%s bench-capped %s 4800 1 1000", grant ? grant : "", a4);
+  if (!grant || system(cmd[0]) != 0 || system(cmd[1]) != 0) {
+    fprintf(stderr, "cannot grant the bench workers their share (GRANT_TOOL)\n");
+    return 2;
+  }
+  static const char *const names[MODES] = {
+      "driver only",           "hook, no worker",          "hook, unlimited worker",
+      "hook, limited worker",  "hook, granted worker",     "hook, capped worker",
+      "hook, worker, no books", "before, unlimited worker", "before, limited worker",
+      "before, granted worker", "before, capped worker"};
   const char *before = argc == 4 ? argv[3] : NULL;
-  const char *hooks[MODES] = {NULL, argv[2], argv[2], argv[2], argv[2], before, before};
+  const char *hooks[MODES] = {NULL,    argv[2], argv[2], argv[2], argv[2], argv[2],
+                              argv[2], before,  before,  before,  before};
   const char *workers[MODES] = {NULL,           NULL,           "bench-unlimited", "bench-limited",
-                                "bench-bookless", "bench-unlimited", "bench-limited"};
+                                "bench-granted", "bench-capped", "bench-bookless",
+                                "bench-unlimited", "bench-limited", "bench-granted",
+                                "bench-capped"};
   double pair[MODES][ROUNDS], look[MODES][ROUNDS], lau[MODES][ROUNDS];
   double view[3][MODES][ROUNDS];
   for (int r = 0; r < ROUNDS; r++)

@@ -1,13 +1,26 @@
 //! What a launch needs to know about the calling thread's current context,
-//! kept in one thread-local block so that a launch in the same context as
+//! kept in one block per thread so that a launch in the same context as
 //! the thread's last one costs one driver call (`cuCtxGetCurrent`), one
-//! load of a generation and one thread-local access:
+//! load of a generation and a few loads of the block:
 //! - the context handle and its device (ordinal and limiter slot): a
 //!   context's device never changes while it lives, so `cuCtxGetDevice`
 //!   and the slot lookup are asked only when the context is new to the
 //!   thread;
 //! - the last function launched there whose local memory is charged
 //!   (`localmem.rs`: a loop launching one kernel checks nothing more).
+//!
+//! The blocks are a process-wide table found by the thread's id (the
+//! thread pointer, `shm::thread_id`: one instruction), not thread-locals:
+//! a preloaded library reaches its thread-locals through `__tls_get_addr`,
+//! a call that was ~3 ns of a launch. The first thread whose id falls on a
+//! block claims it for good, and only a thread with that id ever reads or
+//! writes it, so a block needs no lock; a thread whose block another id
+//! holds keeps its own in a thread-local instead. Two live threads never
+//! share an id. A thread that starts where an exited one was (its thread
+//! pointer reused) finds the exited one's block: what it says stays true
+//! of the process under its generation (a context's device; a function
+//! whose local memory is charged in a context, on the context's books),
+//! and the context itself is asked on every launch.
 //!
 //! A handle may name something else once its context ended or its module
 //! was unloaded: [`forget`] moves a process-wide generation, and every
@@ -16,6 +29,7 @@
 
 use crate::devices::{self, Device};
 use crate::memory::Driver;
+use accel_common::shm;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -55,22 +69,114 @@ impl Here {
     };
 }
 
+/// A thread's [`Here`], in the table (see the module's comment): atomics
+/// only because the table is shared; one thread reads and writes each.
+#[repr(align(64))]
+struct Block {
+    /// The id of the thread it belongs to (0: free).
+    owner: AtomicU64,
+    ctx: AtomicU64,
+    generation: AtomicU64,
+    ordinal: AtomicU64,
+    slot: AtomicU64,
+    function: AtomicU64,
+}
+
+impl Block {
+    const fn free() -> Block {
+        Block {
+            owner: AtomicU64::new(0),
+            ctx: AtomicU64::new(Here::NONE.ctx),
+            generation: AtomicU64::new(Here::NONE.generation),
+            ordinal: AtomicU64::new(0),
+            slot: AtomicU64::new(0),
+            function: AtomicU64::new(0),
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self) -> Here {
+        Here {
+            ctx: self.ctx.load(Relaxed),
+            generation: self.generation.load(Relaxed),
+            device: Device {
+                ordinal: self.ordinal.load(Relaxed) as usize,
+                slot: self.slot.load(Relaxed) as usize,
+            },
+            function: self.function.load(Relaxed),
+        }
+    }
+
+    fn set(&self, h: Here) {
+        self.ctx.store(h.ctx, Relaxed);
+        self.generation.store(h.generation, Relaxed);
+        self.ordinal.store(h.device.ordinal as u64, Relaxed);
+        self.slot.store(h.device.slot as u64, Relaxed);
+        self.function.store(h.function, Relaxed);
+    }
+}
+
+/// More than the threads a process launches from, as a rule (16 KiB).
+const BLOCKS: usize = 256;
+static TABLE: [Block; BLOCKS] = [const { Block::free() }; BLOCKS];
+
 thread_local! {
-    /// Plain data, no destructor: an access is the thread-local address
-    /// and a load, with no lazy initialization to check.
-    static LAST: Cell<Here> = const { Cell::new(Here::NONE) };
+    /// The block of a thread whose place in the table another id holds.
+    static OWN: Cell<Here> = const { Cell::new(Here::NONE) };
+}
+
+/// The calling thread's block in the table, claimed on first use; None:
+/// another thread's id holds its place.
+#[inline(always)]
+fn block() -> Option<&'static Block> {
+    let id = shm::thread_id();
+    // Thread pointers are aligned and megabytes apart: mix the bits above
+    // the page offset.
+    let b = &TABLE[((id >> 12).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % BLOCKS];
+    match b.owner.load(Relaxed) {
+        owner if owner == id => Some(b),
+        0 => claim(b, id),
+        _ => None,
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn claim(b: &'static Block, id: u64) -> Option<&'static Block> {
+    b.owner
+        .compare_exchange(0, id, Relaxed, Relaxed)
+        .is_ok()
+        .then_some(b)
+}
+
+/// What the calling thread's last launch found.
+#[inline(always)]
+fn last() -> Here {
+    match block() {
+        Some(b) => b.get(),
+        None => OWN.get(),
+    }
+}
+
+fn remember(h: Here) {
+    match block() {
+        Some(b) => b.set(h),
+        None => OWN.set(h),
+    }
 }
 
 /// The calling thread's current context and its device; `None` without a
 /// current context (the driver refuses the launch) or on a device the
 /// limiter cannot name (the launch goes unaccounted, as allocations do).
-#[inline]
+/// Inlined into the launch (a call returning the block through memory
+/// cost what the table saves).
+#[inline(always)]
 pub fn here(drv: &impl Driver) -> Option<Here> {
     let ctx = drv.current_context();
     // Read before any lookup below: one that races with a `forget` is
     // stored under the older generation, and asked again.
     let generation = GENERATION.load(Relaxed);
-    let last = LAST.get();
+    let last = last();
     if last.ctx == ctx && last.generation == generation {
         return Some(last);
     }
@@ -92,12 +198,41 @@ fn learn(drv: &impl Driver, ctx: u64, generation: u64) -> Option<Here> {
         device,
         function: 0,
     };
-    LAST.set(here);
+    remember(here);
     Some(here)
 }
 
 /// `function`'s local memory is charged in `here`'s context.
 #[inline]
 pub fn charged(here: Here, function: u64) {
-    LAST.set(Here { function, ..here });
+    remember(Here { function, ..here });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_thread_finds_its_own_block() {
+        let mine = |c| Here {
+            ctx: c,
+            generation: 3,
+            device: Device {
+                ordinal: 1,
+                slot: 2,
+            },
+            function: c + 1,
+        };
+        // More threads than blocks: some keep theirs in a thread-local.
+        let threads: Vec<_> = (1..=2 * BLOCKS as u64)
+            .map(|c| {
+                std::thread::spawn(move || {
+                    remember(mine(c));
+                    std::thread::yield_now();
+                    last() == mine(c)
+                })
+            })
+            .collect();
+        assert!(threads.into_iter().all(|t| t.join().unwrap()));
+    }
 }

@@ -25,7 +25,8 @@
 //! a forked child (whose driver state is not the parent's). The depth is
 //! per process: the processes of a worker keep N each.
 //!
-//! An ungated worker pays one load of its row's cap ([`gated`]).
+//! An ungated worker pays nothing more: the launch's check of the limiter
+//! reads the cap with its rate (`limits::launch`).
 
 use crate::forksafe::ForkSafe;
 use crate::launch::WAIT_MAX;
@@ -43,8 +44,6 @@ pub const POLL: Duration = Duration::from_micros(50);
 
 /// The driver calls the gate makes (`ffi`: the real functions).
 pub trait Events {
-    /// The calling thread's current context (0: none).
-    fn context(&self) -> u64;
     /// A new event of the current context, without timing.
     fn create(&self) -> Option<u64>;
     /// Record `event` on `stream` (a launch's stream, the per-thread
@@ -72,6 +71,12 @@ struct Slot {
     queued: VecDeque<Event>,
     /// Launches admitted and not recorded yet.
     admitted: u32,
+    timing: Timing,
+}
+
+/// How long the launches of a slot take, as the gate sees them end.
+#[derive(Default)]
+struct Timing {
     /// When an event was last seen complete.
     done_at: Option<Instant>,
     /// A launch's device time, as seen: from its record (or the end of the
@@ -79,7 +84,7 @@ struct Slot {
     length: Duration,
 }
 
-impl Slot {
+impl Timing {
     /// The event `e` was seen complete at `now`.
     fn completed(&mut self, e: &Event, now: Instant) {
         let from = self.done_at.map_or(e.at, |d| d.max(e.at));
@@ -93,10 +98,11 @@ impl Slot {
     }
 
     /// How long a launch that found no room sleeps before asking again:
-    /// until the oldest launch in flight is due to end (less an eighth of
-    /// a launch, for the spread), at least [`POLL`], at most [`WAIT_MAX`].
-    fn nap(&self, now: Instant) -> Duration {
-        let due = self.queued.front().map(|e| {
+    /// until the oldest launch in flight (`oldest`) is due to end (less an
+    /// eighth of a launch, for the spread), at least [`POLL`], at most
+    /// [`WAIT_MAX`].
+    fn nap(&self, oldest: Option<&Event>, now: Instant) -> Duration {
+        let due = oldest.map(|e| {
             let from = self.done_at.map_or(e.at, |d| d.max(e.at));
             (from + self.length - self.length / 8).saturating_duration_since(now)
         });
@@ -119,25 +125,33 @@ impl Books {
         &mut self.slots[slot]
     }
 
-    /// Drop the slot's completed events into the pool; how many are left
-    /// in flight (admitted ones included).
+    /// Drop the slot's completed events into the pool (no allocation but
+    /// the pool's growth); how many are left in flight (admitted ones
+    /// included).
     fn in_flight(&mut self, ev: &impl Events, slot: usize, now: Instant) -> u32 {
-        let mut done = Vec::new();
-        let s = self.slot(slot);
-        s.queued.retain(|e| match ev.done(e.handle) {
+        self.slot(slot);
+        let Books { slots, free } = self;
+        let Slot {
+            queued,
+            admitted,
+            timing,
+        } = &mut slots[slot];
+        queued.retain(|e| match ev.done(e.handle) {
             Some(false) => true,
             Some(true) => {
-                done.push(*e);
+                timing.completed(e, now);
+                free.push(*e);
                 false
             }
             None => false,
         });
-        for e in &done {
-            s.completed(e, now);
-        }
-        let n = s.queued.len() as u32 + s.admitted;
-        self.free.extend(done);
-        n
+        queued.len() as u32 + *admitted
+    }
+
+    /// How long a launch on `slot` that found no room sleeps (`Timing::nap`).
+    fn nap(&mut self, slot: usize, now: Instant) -> Duration {
+        let s = self.slot(slot);
+        s.timing.nap(s.queued.front(), now)
     }
 
     fn event(&mut self, ev: &impl Events, ctx: u64) -> Option<Event> {
@@ -154,47 +168,67 @@ impl Books {
 
 pub static BOOKS: ForkSafe<Books> = ForkSafe::new();
 
+/// A launch whose worker's queue is capped, as the launch's check found
+/// it (`launch::admit`): its device slot, the cap there, and the context
+/// it launches in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capped {
+    pub slot: usize,
+    pub cap: u32,
+    pub ctx: u64,
+}
+
 /// A launch admitted under its worker's cap: recorded by [`launched`].
 pub struct Ticket {
     slot: usize,
     stream: u64,
+    ctx: u64,
+    /// When it was admitted: the record's time (the driver's launch call
+    /// between the two is short beside a launch's device time), so that a
+    /// launch reads the clock once.
+    at: Instant,
 }
 
-/// Whether launches on device slot `slot` are gated.
-#[inline(always)]
-pub fn gated(slot: usize) -> bool {
-    limits::depth_cap(slot) > 0
-}
-
-/// Before a launch on `stream` on device slot `slot`: wait until fewer
+/// Before a launch on `stream` under its worker's cap (`c`, from the
+/// launch's check, which found the worker not frozen): wait until fewer
 /// than the cap of the worker's launches are in flight, and take a place.
-/// None: not gated (no cap now, or the stream captures).
+/// None: not gated (the cap lifted while it waited, or the stream
+/// captures).
 #[cold]
 #[inline(never)]
-pub fn admit(ev: &impl Events, slot: usize, stream: u64) -> Option<Ticket> {
+pub fn admit(ev: &impl Events, c: Capped, stream: u64) -> Option<Ticket> {
     if ev.capturing(stream) {
         return None;
     }
+    let mut cap = c.cap;
     loop {
-        let cap = limits::depth_cap(slot);
-        if cap == 0 {
-            return None;
-        }
-        if limits::steer(slot).is_some_and(|s| s.held) {
-            std::thread::sleep(WAIT_MAX);
-            continue;
-        }
+        let now = Instant::now();
         let nap = BOOKS.with(|b| {
-            let now = Instant::now();
-            if b.in_flight(ev, slot, now) < cap {
-                b.slot(slot).admitted += 1;
+            if b.in_flight(ev, c.slot, now) < cap {
+                b.slot(c.slot).admitted += 1;
                 return None;
             }
-            Some(b.slot(slot).nap(now))
+            Some(b.nap(c.slot, now))
         });
-        match nap {
-            None => return Some(Ticket { slot, stream }),
-            Some(d) => std::thread::sleep(d),
+        let Some(d) = nap else {
+            return Some(Ticket {
+                slot: c.slot,
+                stream,
+                ctx: c.ctx,
+                at: now,
+            });
+        };
+        std::thread::sleep(d);
+        // Asked again after each sleep: the cap and a freeze.
+        loop {
+            cap = limits::depth_cap(c.slot);
+            if cap == 0 {
+                return None;
+            }
+            if !limits::steer(c.slot).is_some_and(|s| s.held) {
+                break;
+            }
+            std::thread::sleep(WAIT_MAX);
         }
     }
 }
@@ -204,17 +238,16 @@ pub fn admit(ev: &impl Events, slot: usize, stream: u64) -> Option<Ticket> {
 #[cold]
 #[inline(never)]
 pub fn launched(ev: &impl Events, t: Ticket, ok: bool) {
-    let ctx = ev.context();
     BOOKS.with(|b| {
         let s = b.slot(t.slot);
         s.admitted = s.admitted.saturating_sub(1);
-        if !ok || ctx == 0 {
+        if !ok {
             return;
         }
-        let Some(mut e) = b.event(ev, ctx) else {
+        let Some(mut e) = b.event(ev, t.ctx) else {
             return;
         };
-        e.at = Instant::now();
+        e.at = t.at;
         if ev.record(e.handle, t.stream) {
             b.slot(t.slot).queued.push_back(e);
         } else {
@@ -248,9 +281,6 @@ mod tests {
     }
 
     impl Events for Fake {
-        fn context(&self) -> u64 {
-            7
-        }
         fn create(&self) -> Option<u64> {
             *self.next.borrow_mut() += 1;
             let e = *self.next.borrow();
@@ -332,30 +362,34 @@ mod tests {
     fn sleeps_until_the_oldest_launch_is_due() {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        let mut s = Slot::default();
+        let mut s = Timing::default();
         let e = |at| Event {
             ctx: 1,
             handle: 1,
             at,
         };
         // Never measured: ask again soon.
-        s.queued.push_back(e(t0));
-        assert_eq!(s.nap(t0), POLL);
+        assert_eq!(s.nap(Some(&e(t0)), t0), POLL);
         // Launches of 2 ms back to back: the mean follows them.
         s.completed(&e(t0), t0 + ms(2));
         s.completed(&e(t0 + ms(1)), t0 + ms(4));
         assert_eq!(s.length, ms(2));
         // The next recorded at 4.5 ms is due at 6.5 ms: sleep until
         // 6.25 ms, never past WAIT_MAX, never under POLL.
-        s.queued[0] = e(t0 + ms(4) + ms(1) / 2);
-        assert_eq!(s.nap(t0 + ms(5)), ms(5) / 4);
-        assert_eq!(s.nap(t0 + ms(7)), POLL);
+        let next = e(t0 + ms(4) + ms(1) / 2);
+        assert_eq!(s.nap(Some(&next), t0 + ms(5)), ms(5) / 4);
+        assert_eq!(s.nap(Some(&next), t0 + ms(7)), POLL);
         s.length = ms(100);
-        assert_eq!(s.nap(t0 + ms(5)), WAIT_MAX);
+        assert_eq!(s.nap(Some(&next), t0 + ms(5)), WAIT_MAX);
     }
 
     #[test]
     fn capture_is_never_gated() {
-        assert!(admit(&Fake::default(), 0, 99).is_none());
+        let c = Capped {
+            slot: 0,
+            cap: 1,
+            ctx: 7,
+        };
+        assert!(admit(&Fake::default(), c, 99).is_none());
     }
 }

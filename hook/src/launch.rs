@@ -22,11 +22,11 @@
 //! limit lifted ends the wait. It never fails and never spins; it holds no
 //! lock while it sleeps, so the process's other threads and its exit go on.
 //!
-//! An unlimited worker pays one check of the limiter (no lock, no system call),
-//! and one load of its queue's depth cap (`depth.rs`).
+//! An unlimited worker pays one check of the limiter (no lock, no system
+//! call), which also reads its queue's depth cap (`depth.rs`).
 
-use crate::current;
-use crate::depth;
+use crate::current::{self, Here};
+use crate::depth::Capped;
 use crate::limits::{self, Gate};
 use crate::localmem;
 use crate::memory::{CuResult, Driver, CUDA_SUCCESS};
@@ -41,28 +41,27 @@ pub const WAIT_MAX: Duration = Duration::from_millis(2);
 static HOLD: [AtomicBool; MAX_DEVICES] = [const { AtomicBool::new(false) }; MAX_DEVICES];
 
 /// Before a graph's launch on the calling thread's current device: return
-/// when the launch may go to the driver, with the device slot when the
-/// worker's queue there is capped (`depth.rs`, which the caller asks next).
+/// when the launch may go to the driver, with its cap when the worker's
+/// queue there is capped (`depth.rs`, which the caller asks next).
 #[inline]
-pub fn admit(drv: &impl Driver) -> Option<usize> {
+pub fn admit(drv: &impl Driver) -> Option<Capped> {
     if !limits::active() || limits::broken() {
         return None;
     }
-    let slot = current::here(drv)?.device.slot;
-    take_place(slot);
-    depth::gated(slot).then_some(slot)
+    let here = current::here(drv)?;
+    capped(here, take_place(here.device.slot))
 }
 
 /// Before a kernel's launch of `function`: charge the local memory it
 /// grows the context to (`localmem.rs`, `need` as there), then wait for
 /// its place. A refused charge is the launch's result (`Err`), before the
-/// driver; else the device slot when the worker's queue there is capped.
+/// driver; else its cap when the worker's queue there is capped.
 #[inline]
 pub fn admit_kernel(
     drv: &impl Driver,
     function: u64,
     need: impl FnOnce(i32) -> Option<u64>,
-) -> Result<Option<usize>, CuResult> {
+) -> Result<Option<Capped>, CuResult> {
     // A broken state under fail-closed still refuses the charge (as it
     // refuses allocations) but takes no place: launches never fail closed.
     if !limits::active() || limits::passes_through() {
@@ -78,25 +77,39 @@ pub fn admit_kernel(
     if limits::broken() {
         return Ok(None);
     }
-    let slot = here.device.slot;
-    take_place(slot);
-    Ok(depth::gated(slot).then_some(slot))
+    Ok(capped(here, take_place(here.device.slot)))
 }
 
-/// The launch's place in its worker's order on device slot `slot`
-/// (inlined: every wait is out of line).
+/// A launch in `here` under a queue cap of `cap` (0: none).
 #[inline(always)]
-fn take_place(slot: usize) {
+fn capped(here: Here, cap: u32) -> Option<Capped> {
+    (cap > 0).then_some(Capped {
+        slot: here.device.slot,
+        cap,
+        ctx: here.ctx,
+    })
+}
+
+/// The launch's place in its worker's order on device slot `slot`; the
+/// cap on the worker's queue there (0: none), from the same check
+/// (inlined: every wait is out of line, and reads the cap again after it).
+#[inline(always)]
+fn take_place(slot: usize) -> u32 {
     if HOLD[slot].load(Relaxed) {
         hold(slot);
     }
-    match limits::launch(slot) {
-        Gate::Unlimited => {}
-        Gate::After(0) => refresh::ensure_started(),
+    let (gate, cap) = limits::launch(slot);
+    match gate {
+        Gate::Unlimited => return cap,
+        Gate::After(0) => {
+            refresh::ensure_started();
+            return cap;
+        }
         Gate::After(ns) => wait(slot, Duration::from_nanos(ns)),
         Gate::Again(ns) => turns(slot, ns),
         Gate::Held => frozen(slot),
     }
+    limits::depth_cap(slot)
 }
 
 /// The launch's turn did not pay for it (its process's kernels are longer
@@ -107,7 +120,7 @@ fn take_place(slot: usize) {
 fn turns(slot: usize, mut ns: u64) {
     loop {
         wait(slot, Duration::from_nanos(ns));
-        match limits::launch(slot) {
+        match limits::launch(slot).0 {
             Gate::Again(next) => ns = next,
             Gate::Unlimited | Gate::After(0) => return,
             Gate::After(ns) => return wait(slot, Duration::from_nanos(ns)),
@@ -131,7 +144,7 @@ fn frozen(slot: usize) {
     refresh::ensure_started();
     loop {
         std::thread::sleep(WAIT_MAX);
-        match limits::launch(slot) {
+        match limits::launch(slot).0 {
             Gate::Held => continue,
             Gate::Unlimited | Gate::After(0) => return,
             Gate::After(ns) => return wait(slot, Duration::from_nanos(ns)),

@@ -221,19 +221,26 @@ pub enum Gate {
 }
 
 /// Take this process's worker's launch charge for a launch on device slot
-/// `slot`: its place in the worker's order of launches. Inlined into the
-/// launch (the limiter's fast path is, too): the error is out of line.
+/// `slot`: its place in the worker's order of launches, and the cap on the
+/// worker's queue there (0: none; `depth.rs`), read with its rate. Inlined
+/// into the launch (the limiter's fast path is, too): the error is out of
+/// line.
 #[inline(always)]
-pub fn launch(slot: usize) -> Gate {
+pub fn launch(slot: usize) -> (Gate, u32) {
     if BROKEN.load(Relaxed) {
-        return Gate::Unlimited;
+        return (Gate::Unlimited, 0);
     }
     match shm::launch_on(pid(), slot) {
-        Ok(shm::Launch::Unlimited) => Gate::Unlimited,
-        Ok(shm::Launch::After(ns)) => Gate::After(ns),
-        Ok(shm::Launch::Again(ns)) => Gate::Again(ns),
-        Ok(shm::Launch::Held) => Gate::Held,
-        Err(e) => launch_failed(&e),
+        Ok(l) => (
+            match l.launch {
+                shm::Launch::Unlimited => Gate::Unlimited,
+                shm::Launch::After(ns) => Gate::After(ns),
+                shm::Launch::Again(ns) => Gate::Again(ns),
+                shm::Launch::Held => Gate::Held,
+            },
+            l.depth_cap,
+        ),
+        Err(e) => (launch_failed(&e), 0),
     }
 }
 
@@ -250,8 +257,8 @@ pub fn steer(slot: usize) -> Option<shm::Steer> {
     shm::steer_of(pid(), slot)
 }
 
-/// The queue depth cap of the worker on device slot `slot` (0: none).
-#[inline(always)]
+/// The queue depth cap of the worker on device slot `slot` (0: none), for
+/// a launch that waited (`launch` carries it otherwise).
 pub fn depth_cap(slot: usize) -> u32 {
     shm::depth_cap(slot)
 }

@@ -29,10 +29,19 @@ pub const GRACE: Duration = Duration::from_millis(1000);
 
 static STARTED: AtomicBool = AtomicBool::new(false);
 
-/// Start this process's refresh thread if it is not running.
-#[inline]
+/// Start this process's refresh thread if it is not running (inlined into
+/// every limited launch: one load).
+#[inline(always)]
 pub fn ensure_started() {
-    if STARTED.load(Relaxed) || STARTED.swap(true, AcqRel) {
+    if !STARTED.load(Relaxed) {
+        start();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn start() {
+    if STARTED.swap(true, AcqRel) {
         return;
     }
     let spawned = std::thread::Builder::new()

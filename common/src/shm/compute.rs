@@ -44,7 +44,16 @@ pub struct ComputeOutcome {
     pub available_tokens: u64,
 }
 
-/// What a hook launch does ([`launch_on`]).
+/// A hook launch's check ([`launch_on`]): what the launch does, and the
+/// cap on its worker's queue on the device (`limits::Row::grant`; 0:
+/// none), read with the rate from the same word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launched {
+    pub launch: Launch,
+    pub depth_cap: u32,
+}
+
+/// What a hook launch does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Launch {
     /// No compute limit: go.
@@ -84,11 +93,17 @@ impl Ask {
 /// `local::enter`, changes it). At most one launch's charge and one turn.
 static CREDIT: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
 
-/// A launch of process `p` on device `d` whose worker's charge is `turn`:
-/// true when the process's credit covers its own charge (taken).
+/// The charge of a launch of process `p` on device `d` whose worker's
+/// charge is `turn`: the worker's scaled by the process's share.
 #[inline(always)]
-fn pay(p: &Proc, d: usize, turn: u64) -> bool {
-    let own = shared_charge(turn, p.share[d].load(Relaxed));
+fn own_charge(p: &Proc, d: usize, turn: u64) -> u64 {
+    shared_charge(turn, p.share[d].load(Relaxed))
+}
+
+/// A launch on device `d` whose own charge is `own`: true when the
+/// process's credit covers it (taken).
+#[inline(always)]
+fn pay(d: usize, own: u64) -> bool {
     let c = CREDIT[d].load(Relaxed);
     if c < own {
         return false;
@@ -97,16 +112,44 @@ fn pay(p: &Proc, d: usize, turn: u64) -> bool {
     true
 }
 
-/// A turn of `turn` tokens granted: credit it; then the launch is paid
-/// (true) or needs another turn (false).
+/// A turn of `turn` tokens granted: credit it; then the launch (its own
+/// charge `own`) is paid (true) or needs another turn (false).
 #[inline(always)]
-fn credit(p: &Proc, d: usize, turn: u64) -> bool {
-    let own = shared_charge(turn, p.share[d].load(Relaxed));
+fn credit(d: usize, turn: u64, own: u64) -> bool {
     // Never more than a launch and a turn: a share that fell meanwhile
     // leaves no hoard.
     let c = (CREDIT[d].load(Relaxed) + turn).min(own.saturating_add(turn));
-    CREDIT[d].store(c, Relaxed);
-    pay(p, d, turn)
+    let paid = c >= own;
+    CREDIT[d].store(if paid { c - own } else { c }, Relaxed);
+    paid
+}
+
+/// Per device: the (tokens, rate) of this process's last launch's turn,
+/// packed by [`cost_key`], and its cost: a worker's charge and rate change
+/// once a sampler period at most, so a launch skips the division (only the
+/// acting thread, `local::enter`, reads or writes them: the pair is
+/// consistent).
+static COST_KEY: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
+static COST: [AtomicU64; MAX_DEVICES] = [const { AtomicU64::new(0) }; MAX_DEVICES];
+
+/// A launch charge (at most `CHARGE_MAX` < 2^47 tokens) and a rate (at
+/// most 10,000 < 2^14 basis points) in one word.
+#[inline(always)]
+fn cost_key(tokens: u64, rate: u64) -> u64 {
+    tokens << 14 | rate
+}
+
+/// [`token_cost`] of a launch's turn on device `d` (the acting thread's).
+#[inline(always)]
+fn turn_cost(d: usize, tokens: u64, rate: u64) -> Option<u64> {
+    let key = cost_key(tokens, rate);
+    if COST_KEY[d].load(Relaxed) == key {
+        return Some(COST[d].load(Relaxed));
+    }
+    let cost = token_cost(tokens, rate)?;
+    COST_KEY[d].store(key, Relaxed);
+    COST[d].store(cost, Relaxed);
+    Some(cost)
 }
 
 /// A launch of a kernel (or graph) by process `pid` on device slot `d`
@@ -114,19 +157,23 @@ fn credit(p: &Proc, d: usize, turn: u64) -> bool {
 /// the hook's launch with [`compute_fast`] (a call returning this `Res`
 /// through memory cost ~2 ns a launch); [`compute_slow`] stays out of line.
 #[inline(always)]
-pub fn launch_on(pid: i32, d: usize) -> Res<Launch> {
+pub fn launch_on(pid: i32, d: usize) -> Res<Launched> {
     let o = match compute_fast(pid, d, Ask::Reserve) {
         Some(o) => o,
         None => compute_slow(pid, d, Ask::Reserve)?,
     };
-    Ok(if o.outcome.should_block {
+    let launch = if o.outcome.should_block {
         Launch::Held
-    } else if o.outcome.available_tokens == u64::MAX {
+    } else if o.unlimited {
         Launch::Unlimited
     } else if o.again {
         Launch::Again(o.wait / 16)
     } else {
         Launch::After(o.wait / 16)
+    };
+    Ok(Launched {
+        launch,
+        depth_cap: o.depth_cap,
     })
 }
 
@@ -138,11 +185,16 @@ pub(super) struct Checked {
     wait: u64,
     /// A launch's turn that did not pay for it (see [`Launch::Again`]).
     again: bool,
+    /// No compute limit (`available_tokens` is `u64::MAX`): told apart
+    /// without comparing the tokens a launch never reads.
+    unlimited: bool,
+    /// The worker's queue cap on the device (`limits::Row::grant`).
+    depth_cap: u32,
 }
 
 impl Checked {
     #[inline(always)]
-    fn go(available_tokens: u64) -> Checked {
+    fn go(available_tokens: u64, depth_cap: u32) -> Checked {
         Checked {
             outcome: ComputeOutcome {
                 should_block: false,
@@ -150,6 +202,17 @@ impl Checked {
             },
             wait: 0,
             again: false,
+            unlimited: false,
+            depth_cap,
+        }
+    }
+
+    /// No compute limit: every request granted.
+    #[inline(always)]
+    fn unlimited(depth_cap: u32) -> Checked {
+        Checked {
+            unlimited: true,
+            ..Checked::go(u64::MAX, depth_cap)
         }
     }
 
@@ -159,8 +222,7 @@ impl Checked {
                 should_block: true,
                 available_tokens,
             },
-            wait: 0,
-            again: false,
+            ..Checked::go(available_tokens, 0)
         }
     }
 }
@@ -237,18 +299,23 @@ pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
     if p.devmask.load(Relaxed) & 1 << d == 0 || row.cu_blocked() {
         return None;
     }
-    let rate = row.rate();
+    let (rate, depth) = row.grant();
     let tokens = ask.tokens(row);
     let _owner = local::enter(i, d);
     if rate == 0 {
         count_tokens(p, d, tokens);
-        return Some(Checked::go(u64::MAX));
+        return Some(Checked::unlimited(depth));
     }
     let reserve = matches!(ask, Ask::Reserve);
-    if reserve && pay(p, d, tokens) {
-        return Some(Checked::go(0));
+    let own = if reserve { own_charge(p, d, tokens) } else { 0 };
+    if reserve && pay(d, own) {
+        return Some(Checked::go(0, depth));
     }
-    let cost = token_cost(tokens, rate)?;
+    let cost = if reserve {
+        turn_cost(d, tokens, rate)?
+    } else {
+        token_cost(tokens, rate)?
+    };
     let (now, fresh) = clock::now();
     let tat = LAST_TAT[d].load(Relaxed);
     // A grant on a cached reading only for a bucket in debt (clock.rs).
@@ -265,8 +332,8 @@ pub(super) fn compute_fast(pid: i32, d: usize, ask: Ask) -> Option<Checked> {
         .ok()?;
     LAST_TAT[d].store(next, Relaxed);
     count_tokens(p, d, tokens);
-    let mut c = Checked::go(tokens_left(next, now, rate));
-    c.again = reserve && !credit(p, d, tokens);
+    let mut c = Checked::go(tokens_left(next, now, rate), depth);
+    c.again = reserve && !credit(d, tokens, own);
     Some(c)
 }
 
@@ -291,7 +358,7 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
     let p = &l.procs[i];
     let wd = &l.wd[d];
     let row = limits::row_of(l, d)?;
-    let rate = row.rate();
+    let (rate, depth) = row.grant();
     mark_device(p, d);
     if row.cu_blocked() {
         return Ok(if rate == 0 {
@@ -309,12 +376,13 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
     let tokens = ask.tokens(row);
     if rate == 0 {
         count_tokens(p, d, tokens);
-        return Ok(Checked::go(u64::MAX));
+        return Ok(Checked::unlimited(depth));
     }
     // Only this process's own books carry its credit (the hook's launches).
     let reserve = matches!(ask, Ask::Reserve) && _owner.is_some();
-    if reserve && pay(p, d, tokens) {
-        return Ok(Checked::go(0));
+    let own = if reserve { own_charge(p, d, tokens) } else { 0 };
+    if reserve && pay(d, own) {
+        return Ok(Checked::go(0, depth));
     }
     // A cost no u64 TAT can hold is refused (a launch charge, at most
     // `CHARGE_MAX`, always fits).
@@ -353,9 +421,9 @@ fn compute_in(l: &Layout, pid: i32, d: usize, ask: Ask) -> Res<Checked> {
             Ok(_) => {
                 LAST_TAT[d].store(next, Relaxed);
                 count_tokens(p, d, tokens);
-                let mut c = Checked::go(tokens_left(next, now, rate));
+                let mut c = Checked::go(tokens_left(next, now, rate), depth);
                 c.wait = start.saturating_sub(now);
-                c.again = reserve && !credit(p, d, tokens);
+                c.again = reserve && !credit(d, tokens, own);
                 return Ok(c);
             }
             // A guess that was wrong is no contention; losing a race is.

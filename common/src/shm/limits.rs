@@ -152,15 +152,22 @@ impl Row {
 
     /// The worker's refill rate here, in basis points of the device: the
     /// share the scheduler granted, else the hard limit; 0 = unlimited.
-    /// The hot path's one extra load, on the line it reads anyway.
     #[inline(always)]
     pub(super) fn rate(&self) -> u64 {
-        let granted = self.granted.load(Relaxed) as u32;
-        if granted != 0 {
-            u64::from(granted).min(RATE_MAX)
-        } else {
-            self.cu_limit.load(Acquire).min(100) * 100
-        }
+        self.grant().0
+    }
+
+    /// [`Row::rate`] and the cap on the worker's queue here (0: none),
+    /// from one load of the grant word: a launch's check carries the cap
+    /// to the queue depth gate, on the line it reads anyway.
+    #[inline(always)]
+    pub(super) fn grant(&self) -> (u64, u32) {
+        let word = self.granted.load(Relaxed);
+        let rate = match word as u32 {
+            0 => self.cu_limit.load(Acquire).min(100) * 100,
+            share => u64::from(share).min(RATE_MAX),
+        };
+        (rate, (word >> 32) as u32)
     }
 
     /// Whether memory checks must block.
@@ -512,13 +519,13 @@ pub(super) fn set_depth_cap(worker: &str, uuid: &str, cap: u32) -> Res<()> {
 }
 
 /// The queue depth cap of this process's worker on device slot `d` (0:
-/// none, or no row looked up yet): the row the launch's check just used
-/// (a placeholder's word is 0, stale or not), one load on its line.
-#[inline(always)]
+/// none, or no row looked up yet), for a launch that waits under it (a
+/// launch's check carries the cap, `compute::Launched`): the row the
+/// launch's check used (a placeholder's word is 0, stale or not).
 pub fn depth_cap(d: usize) -> u32 {
     ROW.get(d)
         .and_then(map::published_as)
-        .map_or(0, |r| (r.granted.load(Relaxed) >> 32) as u32)
+        .map_or(0, |r| r.grant().1)
 }
 
 /// Name `worker` on `uuid` (its row made if new, no limit set).

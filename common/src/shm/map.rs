@@ -283,7 +283,7 @@ pub(super) fn membarrier_all_threads() {
 /// where `pthread_self` from a shared library is a call through the PLT
 /// (3.6 % of a memory check's cycles under perf).
 #[inline(always)]
-pub(super) fn thread_id() -> u64 {
+pub fn thread_id() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         let tp: u64;

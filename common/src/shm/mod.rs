@@ -87,11 +87,12 @@ mod reports;
 mod steer;
 mod workers;
 
-pub use compute::{check_compute, check_compute_on, launch_on, ComputeOutcome, Launch};
+pub use compute::{check_compute, check_compute_on, launch_on, ComputeOutcome, Launch, Launched};
 pub use freeze::{auto_freeze, freeze_worker, resume_worker, FreezeState, Resource};
 pub use layout::{Layout, SIZE};
 pub use lifetime::{remove_worker, Removed};
 pub use limits::{depth_cap, DEFAULT_PRIORITY};
+pub use map::thread_id;
 pub use memory::{check_memory, check_memory_on, own_usage_on, worker_usage, MemOutcome};
 pub use process::add_process;
 pub use reports::{

@@ -26,10 +26,6 @@ pub(super) fn queue(stream: CUstream, per_thread: bool) -> u64 {
 }
 
 impl Events for Cuda {
-    fn context(&self) -> u64 {
-        self.current_context()
-    }
-
     fn create(&self) -> Option<u64> {
         type F = unsafe extern "C" fn(*mut CUevent, c_uint) -> CuResult;
         let mut e: CUevent = std::ptr::null_mut();

@@ -29,20 +29,20 @@ unsafe fn config_stream(config: *const LaunchConfig) -> CUstream {
 }
 
 /// The launch `call` on `stream` (`per_thread`: a `_ptsz` entry point),
-/// admitted by its bucket already: with `slot` (the worker's queue on that
+/// admitted by its bucket already: `capped` (the worker's queue on that
 /// device is capped), after the queue's depth (`depth.rs`).
 #[inline(always)]
 fn gated(
-    slot: Option<usize>,
+    capped: Option<crate::depth::Capped>,
     stream: impl FnOnce() -> CUstream,
     per_thread: bool,
     call: impl FnOnce() -> CuResult,
 ) -> CuResult {
-    let Some(slot) = slot else {
+    let Some(capped) = capped else {
         return call();
     };
     let queue = events::queue(stream(), per_thread);
-    let ticket = boundary(None, || crate::depth::admit(&Cuda, slot, queue));
+    let ticket = boundary(None, || crate::depth::admit(&Cuda, capped, queue));
     let r = call();
     if let Some(t) = ticket {
         boundary((), || crate::depth::launched(&Cuda, t, r == CUDA_SUCCESS));
@@ -56,8 +56,8 @@ macro_rules! launch {
         pub unsafe extern "C" fn $name($($arg: $t),*) -> CuResult {
             type F = unsafe extern "C" fn($($t),*) -> CuResult;
             let real = real_or_return!($id, F);
-            let slot = boundary(None, || crate::launch::admit(&Cuda));
-            gated(slot, || $stream, $pt, || real($($arg),*))
+            let capped = boundary(None, || crate::launch::admit(&Cuda));
+            gated(capped, || $stream, $pt, || real($($arg),*))
         }
     };
 }
@@ -91,11 +91,11 @@ macro_rules! kernel_launch {
             let admitted = boundary(Ok(None), || {
                 crate::launch::admit_kernel(&Cuda, $f as u64, |dev| local_memory($f, dev))
             });
-            let slot = match admitted {
-                Ok(slot) => slot,
+            let capped = match admitted {
+                Ok(capped) => capped,
                 Err(refused) => return refused,
             };
-            gated(slot, || $stream, $pt, || real($($arg),*))
+            gated(capped, || $stream, $pt, || real($($arg),*))
         }
     };
 }
