@@ -79,8 +79,8 @@ ifeq ($(strip $(HAMI_CORE)),)
 $(error hami-bench needs HAMI_CORE=<a HAMi-core checkout> (github.com/Project-HAMi/HAMi-core))
 endif
 endif
-hami-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook $(CUDART12)
-	$(HOOK_TEST_ENV) tools/hami-bench.sh $(HAMI_CORE) $(BUILD) $(HAMI_RUNS)
+hami-bench: $(HOOK_TEST_DEPS) $(HOOK_BIN)/bench_hook $(HOOK_BIN)/grant $(CUDART12)
+	$(HOOK_TEST_ENV) GRANT_TOOL=$(HOOK_BIN)/grant tools/hami-bench.sh $(HAMI_CORE) $(BUILD) $(HAMI_RUNS)
 TEST_RUN_EXTRA += hook-test
 
 # ---- every path that takes device memory (issue 35), each reached five ways

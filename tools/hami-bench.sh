@@ -148,8 +148,11 @@ while [ "$run" -le "$RUNS" ]; do
     cat "$dir/out" "$dir/err" >&2
     fail "bench_hook failed in run $run (its files: $dir)"
   fi
+  # bench_hook's other "before" modes (a worker granted a share, one
+  # capped for its priority) are our scheduler's: HAMi-core has neither.
   sed -e 's/^before, unlimited worker/HAMi-core, unlimited    /' \
-      -e 's/^before, limited worker  /HAMi-core, limited      /' "$dir/out" | tee "$dir/named"
+      -e 's/^before, limited worker  /HAMi-core, limited      /' \
+      -e '/^before, /d' "$dir/out" | tee "$dir/named"
   # The first table's rows: mode, then alloc+free added (NF-6), launch added (NF-1).
   awk -v run="$run" '/^hook overhead/ {t=1; next} t && /^$/ {exit}
     t && !/^mode/ {m=$0; sub(/ +[0-9].*$/, "", m); printf "%s\t%s\t%s\t%s\n", run, m, $(NF-6), $(NF-1)}' \
