@@ -31,8 +31,8 @@
 //! 1/6 s to 1 s) answers "nothing newer" in between: the workers are
 //! marked measured with their charges unchanged, and their launches keep
 //! counting until the next sample. Such a period reads no books for the
-//! charges: every [`MARK_EVERY`] it marks the workers with a compute limit
-//! that the last books read named measured, in one pass over the limits
+//! charges: it marks the workers (a compute limit or a grant) that the
+//! last books read named measured, in one pass over the limits
 //! file, so the sampler's work follows active workers, not registered ones
 //! (docs/scale.md). Soft mode's scheduler reads the books of the workers
 //! that launch every period, the quiet ones rarely (`schedule.rs`), and
@@ -53,9 +53,6 @@ use std::time::{Duration, Instant};
 
 const PERIOD: Duration = Duration::from_millis(100);
 const ERROR_EVERY: Duration = Duration::from_secs(60);
-/// How often workers are marked measured between samples: twice within
-/// the hook's staleness bound (`hook/src/refresh.rs`, 1 s).
-const MARK_EVERY: Duration = Duration::from_millis(500);
 
 /// The running thread, with the pid that started it and its own stop flag
 /// (a thread's flag is never reused: a sampler started after a stop, or in
@@ -274,8 +271,6 @@ struct Sampler {
     shares: HashMap<ProcKey, shm::ChargeEstimate>,
     /// (worker, device) pairs with a live process in the last books read.
     seen: HashSet<(String, String)>,
-    /// When those were last marked measured between samples.
-    marked: Option<Instant>,
     /// Soft mode's scheduler (`schedule.rs`).
     scheduler: crate::schedule::Scheduler,
     /// The node's limits, read again only when they move.
@@ -299,8 +294,6 @@ struct Plan {
     /// Per device, the workers with a compute limit there, or any limit on
     /// a scheduled device.
     limited: HashMap<String, HashSet<String>>,
-    /// The (worker, device) pairs with a compute limit.
-    capped: HashSet<(String, String)>,
 }
 
 impl Plan {
@@ -320,11 +313,6 @@ impl Plan {
         }
         Plan {
             version,
-            capped: limits
-                .iter()
-                .filter(|e| e.compute_percent.is_some())
-                .map(|e| (e.worker.clone(), e.device_uuid.clone()))
-                .collect(),
             devices: limited.keys().cloned().collect(),
             scheduled,
             limited,
@@ -381,22 +369,16 @@ impl Sampler {
         };
         let mut limits = std::mem::take(&mut self.limits);
         let (list, version) = limits.current();
-        if self.plan.as_ref().is_none_or(|p| p.version != version) {
-            self.plan = Some(Plan::of(list, version));
-        }
-        self.measure(v, list);
+        let plan = match self.plan.take() {
+            Some(p) if p.version == version => p,
+            _ => Plan::of(list, version),
+        };
+        self.measure(v, list, &plan);
+        self.plan = Some(plan);
         self.limits = limits;
     }
 
-    fn measure(&mut self, v: &dyn Vendor, limits: &[shm::LimitEntry]) {
-        let Some(plan) = self.plan.take() else {
-            return;
-        };
-        self.measure_with(v, limits, &plan);
-        self.plan = Some(plan);
-    }
-
-    fn measure_with(&mut self, v: &dyn Vendor, limits: &[shm::LimitEntry], plan: &Plan) {
+    fn measure(&mut self, v: &dyn Vendor, limits: &[shm::LimitEntry], plan: &Plan) {
         if plan.devices.is_empty() {
             return self.standby();
         }
@@ -441,16 +423,10 @@ impl Sampler {
             s.tick(limits, plan.version, &p);
             procs = fresh.then_some(p);
         }
-        // Between samples, the workers last seen with a compute limit are
-        // marked measured (their hooks hold to that limit, and check that
-        // it is measured), twice within the hooks' staleness bound: a
-        // pass over the limits file is not paid every period.
+        // Between samples, the workers the last books read named are
+        // marked measured (a hook holding to a limit or a grant checks that
+        // it is measured).
         if !fresh {
-            if self.seen.is_empty() || self.marked.is_some_and(|t| t.elapsed() < MARK_EVERY) {
-                return;
-            }
-            self.marked = Some(Instant::now());
-            self.seen.retain(|pair| plan.capped.contains(pair));
             let _ = shm::mark_measured(&self.seen);
             return;
         }

@@ -247,7 +247,8 @@ const SWEEP: usize = 100;
 
 /// Per (worker, device) the limits name: (request, hard limit, priority),
 /// the first two in bp.
-type Named = HashMap<(String, String), (u32, u32, u32)>;
+/// Per worker, then device (so that a lookup by `&str` allocates nothing).
+type Named = HashMap<String, HashMap<String, (u32, u32, u32)>>;
 
 /// A process's (pid namespace, pid there, start time) and its tokens.
 type Tokens = HashMap<(u64, i32, u64), u64>;
@@ -266,6 +267,17 @@ struct Worker {
     read: bool,
     /// Per scheduled device where it has a live process.
     on: HashMap<String, Kept>,
+}
+
+impl Worker {
+    /// This period reads its books (`name`'s), once: listed in `now`.
+    fn read_now(&mut self, name: &str, now: &mut Vec<String>) {
+        if !self.read {
+            self.read = true;
+            self.swept = false;
+            now.push(name.to_owned());
+        }
+    }
 }
 
 /// The host sampler's scheduler: every period, for each device where a
@@ -351,10 +363,8 @@ impl Scheduler {
             self.active.insert(worker.to_owned());
         }
         let due = all || w.quiet < QUIET_READS || w.swept;
-        if due && !w.read {
-            w.read = true;
-            w.swept = false;
-            self.now.push(worker.to_owned());
+        if due {
+            w.read_now(worker, &mut self.now);
         }
         due
     }
@@ -385,11 +395,7 @@ impl Scheduler {
         }
         for name in self.active.iter().chain(&self.sweep) {
             if let Some(w) = self.workers.get_mut(name) {
-                if !w.read {
-                    w.read = true;
-                    w.swept = false;
-                    self.now.push(name.clone());
-                }
+                w.read_now(name, &mut self.now);
             }
         }
         self.now.clone()
@@ -411,17 +417,18 @@ impl Scheduler {
         let period = self.period;
         let mut dirty = false;
         if self.limits.as_ref().is_none_or(|(v, _)| *v != version) {
-            let named = limits
-                .iter()
-                .map(|e| {
-                    let claim = (
-                        e.compute_request.unwrap_or(0) * 100,
-                        e.compute_percent.map_or(DEVICE, |p| p * 100),
-                        e.priority,
-                    );
-                    ((e.worker.clone(), e.device_uuid.clone()), claim)
-                })
-                .collect();
+            let mut named = Named::new();
+            for e in limits {
+                let claim = (
+                    e.compute_request.unwrap_or(0) * 100,
+                    e.compute_percent.map_or(DEVICE, |p| p * 100),
+                    e.priority,
+                );
+                named
+                    .entry(e.worker.clone())
+                    .or_default()
+                    .insert(e.device_uuid.clone(), claim);
+            }
             self.limits = Some((version, named));
             self.devices = scheduled(limits).into_iter().map(str::to_owned).collect();
             // Devices no longer scheduled: their workers' grants are
@@ -486,7 +493,7 @@ impl Scheduler {
                 keep
             });
             for (&uuid, tokens) in on {
-                let claim = named.get(&(name.clone(), uuid.to_owned()));
+                let claim = named.get(name.as_str()).and_then(|d| d.get(uuid));
                 if !w.on.contains_key(uuid) {
                     // A worker the host never named here gets a row, once,
                     // so that its hook reads what it is granted.
@@ -560,7 +567,8 @@ impl Scheduler {
         for (worker, w) in &self.workers {
             for (uuid, k) in &w.on {
                 let (request, limit, priority) = named
-                    .get(&(worker.clone(), uuid.clone()))
+                    .get(worker)
+                    .and_then(|d| d.get(uuid))
                     .copied()
                     .unwrap_or_else(|| {
                         let p = shm::priority_of(worker).unwrap_or(shm::DEFAULT_PRIORITY);

@@ -192,6 +192,7 @@ fn learn(drv: &impl Driver, ctx: u64, generation: u64) -> Option<Here> {
     }
     let ordinal = drv.current_device()?;
     let device = devices::resolve(ordinal, |o| drv.uuid(o)).ok()??;
+    crate::limits::announce();
     let here = Here {
         ctx,
         generation,

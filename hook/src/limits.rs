@@ -107,6 +107,19 @@ fn failed(e: &Error) -> Verdict {
     policy()
 }
 
+/// Tell the host's sampler that a thread of this process works in a
+/// context it had not (`current::here`: a launch, a charge): opening the worker's books is a notice on its
+/// directory (inotify `IN_OPEN`), on which the sampler reads the books of
+/// a worker it had stopped reading every period (a quiet one: a process
+/// that registered and set up for a while before its first kernel), so
+/// that the launches are seen within a period, not at the driver's next
+/// utilization sample. Cold: once per thread and context.
+pub fn announce() {
+    if let Some(w) = worker() {
+        drop(std::fs::File::open(shm::books_path(w)));
+    }
+}
+
 /// Whether the shared state may be used: it has not failed, and its file
 /// exists (checked once; the hook never creates it).
 #[inline]
