@@ -115,8 +115,11 @@ fn failed(e: &Error) -> Verdict {
 /// that the launches are seen within a period, not at the driver's next
 /// utilization sample. Cold: once per thread and context.
 pub fn announce() {
-    if let Some(w) = worker() {
-        drop(std::fs::File::open(shm::books_path(w)));
+    // The path made once: no allocation here, where a fork() from another
+    // thread would leave it lost in the child.
+    static BOOKS: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    if let Some(books) = BOOKS.get_or_init(|| worker().map(shm::books_path)) {
+        drop(std::fs::File::open(books));
     }
 }
 
